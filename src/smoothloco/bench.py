@@ -1,0 +1,152 @@
+"""Throughput benchmarks: figures measured side by side in one run, printed as a table.
+
+Every figure is simulation (or control) steps per second summed over the batch. CPU time over
+wall time shows how many cores did the work.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from mujoco import mjx
+from mujoco import rollout as mj_rollout
+
+from smoothloco.parallel import shard_batch
+from smoothloco.robot import RobotSpec, anymal_c
+from smoothloco.sim import SimState, initial_state, make_sim, rollout
+
+
+@dataclass
+class Timing:
+    steps_per_s: float
+    compile_s: float
+    cpu_over_wall: float
+
+
+def _time(fn: Callable[[], object], steps: int, repeats: int) -> Timing:
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    compile_s = time.perf_counter() - start
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    for _ in range(repeats):
+        jax.block_until_ready(fn())
+    wall = time.perf_counter() - wall0
+    cpu = time.process_time() - cpu0
+    return Timing(steps * repeats / wall, compile_s, cpu / wall)
+
+
+def perturbed_states(robot: RobotSpec, batch: int, seed: int = 0) -> SimState:
+    """Standing states with random base and joint velocities, so feet make and break contact."""
+    base = initial_state(robot)
+    rng = np.random.default_rng(seed)
+    v = rng.normal(0.0, 0.3, (batch, base.v.shape[0])).astype(np.float32)
+    q = np.tile(np.asarray(base.q), (batch, 1))
+    return SimState(q=jnp.asarray(q), v=jnp.asarray(v))
+
+
+def pd_servo_model(robot: RobotSpec) -> mujoco.MjModel:
+    """The robot with its motors turned into MuJoCo PD servos (kp, kd, torque limit) so
+    MuJoCo's own rollout applies the same control law as our simulator."""
+    model = robot.mj_model()
+    model.actuator_gainprm[:, 0] = robot.kp
+    model.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_AFFINE
+    model.actuator_biasprm[:, :3] = [0.0, -robot.kp, -robot.kd]
+    model.actuator_forcelimited[:] = 1
+    model.actuator_forcerange[:] = [-robot.torque_limit, robot.torque_limit]
+    model.actuator_ctrlrange[:] = [-10.0, 10.0]
+    return model
+
+
+def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int = 3, sharpness: float = 200.0) -> dict:
+    """Our step per contact model (forward and forward+gradient), ``mjx.step`` and MuJoCo (C)."""
+    robot = anymal_c()
+    states = shard_batch(perturbed_states(robot, batch))
+    pose = jnp.asarray(robot.default_pose, jnp.float32)
+    results: dict[str, float] = {"batch": batch, "devices": jax.local_device_count()}
+    timings: dict[str, Timing] = {}
+
+    for model in ("smooth", "hard", "soft"):
+        sim = make_sim(robot, model)
+        targets = jnp.tile(pose, (steps, 1))
+        forward = jax.jit(jax.vmap(lambda s: rollout(sim, s, targets, sharpness)[0]))
+        timings[f"{model}_forward"] = _time(lambda: forward(states), batch * steps, repeats)
+
+        def window_loss(offsets: jax.Array, s: SimState) -> jax.Array:
+            final, _ = rollout(sim, s, pose + offsets, sharpness)
+            return jnp.sum(final.q[:3] ** 2) + jnp.sum(final.v**2)
+
+        grad = jax.jit(jax.vmap(jax.grad(window_loss)))
+        offsets = shard_batch(jnp.zeros((batch, window, pose.shape[0])))
+        timings[f"{model}_grad"] = _time(lambda: grad(offsets, states), batch * window, repeats)
+
+    timings["mjx_step"] = _bench_mjx_step(robot, states, steps, repeats)
+    timings["mujoco_c"] = _bench_mujoco_c(robot, states, steps, repeats)
+
+    for name, t in timings.items():
+        results[f"{name}_steps_per_s"] = t.steps_per_s
+        results[f"{name}_compile_s"] = t.compile_s
+        results[f"{name}_cpu_over_wall"] = t.cpu_over_wall
+    results["smooth_over_mjx_step"] = results["smooth_forward_steps_per_s"] / results["mjx_step_steps_per_s"]
+    results["smooth_over_mujoco_c"] = results["smooth_forward_steps_per_s"] / results["mujoco_c_steps_per_s"]
+    results["smooth_grad_over_forward"] = results["smooth_grad_steps_per_s"] / results["smooth_forward_steps_per_s"]
+    return results
+
+
+def _bench_mjx_step(robot: RobotSpec, states: SimState, steps: int, repeats: int) -> Timing:
+    """MJX's own step with MuJoCo contact (Newton, 4 iterations, 8 line-search steps, as
+    MuJoCo Playground's locomotion tasks configure it) and the same PD servos."""
+    model = pd_servo_model(robot)
+    model.opt.iterations, model.opt.ls_iterations = 4, 8
+    mx = mjx.put_model(model)
+    ctrl = jnp.asarray(robot.default_pose, jnp.float32)
+
+    def run(q: jax.Array, v: jax.Array) -> jax.Array:
+        d = mjx.make_data(mx).replace(qpos=q, qvel=v, ctrl=ctrl)
+        d = jax.lax.fori_loop(0, steps, lambda _, d: mjx.step(mx, d), d)
+        return d.qpos
+
+    fn = jax.jit(jax.vmap(run))
+    return _time(lambda: fn(states.q, states.v), states.q.shape[0] * steps, repeats)
+
+
+def _bench_mujoco_c(robot: RobotSpec, states: SimState, steps: int, repeats: int, threads: int = 2) -> Timing:
+    model = pd_servo_model(robot)
+    datas = [mujoco.MjData(model) for _ in range(threads)]
+    batch = states.q.shape[0]
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    init = np.zeros((batch, mujoco.mj_stateSize(model, spec)))
+    for i in range(batch):
+        datas[0].qpos[:], datas[0].qvel[:] = np.asarray(states.q[i]), np.asarray(states.v[i])
+        mujoco.mj_getState(model, datas[0], init[i], spec)
+    control = np.tile(robot.default_pose, (batch, steps, 1))
+    with mj_rollout.Rollout(nthread=threads) as runner:
+        return _time(lambda: runner.rollout(model, datas, init, control), batch * steps, repeats)
+
+
+def format_table(results: dict, rows: list[tuple[str, str]]) -> str:
+    """Markdown table of steps/s, compile time and CPU/wall per benchmarked program."""
+    lines = ["| program | steps/s | compile s | cpu/wall |", "|---|---:|---:|---:|"]
+    for key, label in rows:
+        lines.append(
+            f"| {label} | {results[f'{key}_steps_per_s']:,.0f} | {results[f'{key}_compile_s']:.1f} "
+            f"| {results[f'{key}_cpu_over_wall']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+SIM_ROWS = [
+    ("smooth_forward", "ours, smooth, forward"),
+    ("hard_forward", "ours, hard, forward"),
+    ("soft_forward", "ours, soft, forward"),
+    ("smooth_grad", "ours, smooth, forward+grad (32 steps)"),
+    ("hard_grad", "ours, hard, forward+grad (32 steps)"),
+    ("soft_grad", "ours, soft, forward+grad (32 steps)"),
+    ("mjx_step", "mjx.step (MuJoCo contact)"),
+    ("mujoco_c", "MuJoCo (C) rollout, 2 threads"),
+]

@@ -1,0 +1,17 @@
+"""Sim layer: one differentiable time step with hard, smooth and soft foot contact."""
+
+from smoothloco.sim.contact import CONTACT_MODELS, ContactConfig
+from smoothloco.sim.step import Sim, SimState, StepInfo, check_state, initial_state, make_sim, rollout, step
+
+__all__ = [
+    "CONTACT_MODELS",
+    "ContactConfig",
+    "Sim",
+    "SimState",
+    "StepInfo",
+    "check_state",
+    "initial_state",
+    "make_sim",
+    "rollout",
+    "step",
+]

@@ -1,0 +1,239 @@
+"""One differentiable time step of the floating-base quadruped (DESIGN.md, "The time step").
+
+Smooth multibody dynamics (mass matrix, bias forces, Jacobians) come from MuJoCo MJX with its
+own contact disabled; contact is ours (``smoothloco.sim.contact``). Stepping is Moreau-Jean
+midpoint: evaluate everything at q_m = q + h/2 v, solve foot impulses, then q+ = q_m + h/2 v+.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from flax import struct
+from mujoco import mjx
+
+from smoothloco.robot import RobotSpec
+from smoothloco.sim import terrain as terrain_lib
+from smoothloco.sim.contact import ContactConfig, contact_weights, gauss_seidel, penalty_impulses
+from smoothloco.sim.rotation import quat_integrate
+
+FREE_QPOS, FREE_DOF = 7, 6
+
+
+@struct.dataclass
+class SimState:
+    """Generalized positions (base xyz, base quaternion wxyz, joints) and velocities
+    (base linear velocity in the world frame, base angular velocity in the body frame, joints),
+    MuJoCo's free-joint convention."""
+
+    q: jax.Array
+    v: jax.Array
+
+
+@struct.dataclass
+class StepInfo:
+    """What contact did during the step; used for rewards, metrics and tests."""
+
+    gap: jax.Array  # (n_feet,) signed sphere height above the terrain at the midpoint
+    weight: jax.Array  # (n_feet,) contact participation
+    impulse: jax.Array  # (n_feet, 3) applied impulse, contact frame [normal, t1, t2]
+    foot_velocity: jax.Array  # (n_feet, 3) contact-point velocity after the step, contact frame
+    torque: jax.Array  # (n_joints,) applied joint torques
+    finite: jax.Array  # () whether the new state is finite
+
+
+@struct.dataclass
+class Sim:
+    """A differentiable simulator: the MJX model plus runtime physical parameters.
+
+    Array fields are pytree leaves, so domain randomization can batch them with ``vmap``;
+    the rest is static and fixed at trace time.
+    """
+
+    mjx_model: mjx.Model
+    friction: jax.Array  # () Coulomb coefficient, foot on ground
+    kp: jax.Array  # (n_joints,)
+    kd: jax.Array  # (n_joints,)
+    motor_strength: jax.Array  # (n_joints,) multiplies the PD torque
+    torque_limit: jax.Array  # (n_joints,)
+    dt: float = struct.field(pytree_node=False)
+    contact: ContactConfig = struct.field(pytree_node=False)
+    foot_geom_ids: tuple[int, ...] = struct.field(pytree_node=False)
+    foot_dof_mask: tuple[tuple[bool, ...], ...] = struct.field(pytree_node=False)
+    foot_radius: float = struct.field(pytree_node=False)
+    terrain: Callable[[jax.Array], jax.Array] = struct.field(pytree_node=False, default=terrain_lib.flat)
+
+    @property
+    def n_feet(self) -> int:
+        return len(self.foot_geom_ids)
+
+
+def make_sim(
+    robot: RobotSpec,
+    contact: ContactConfig | str = "smooth",
+    dt: float = 0.005,
+    friction: float = 0.8,
+    terrain: Callable[[jax.Array], jax.Array] = terrain_lib.flat,
+) -> Sim:
+    """Build a simulator for ``robot``; raises ``ValueError`` on a bad step or a missing foot."""
+    if isinstance(contact, str):
+        contact = ContactConfig(model=contact)
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"time step dt must be a positive number of seconds, got {dt}")
+    if not friction >= 0:
+        raise ValueError(f"friction must be >= 0, got {friction}")
+    model = robot.mj_model()
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT  # contact is ours
+    model.opt.timestep = dt
+    geom_names = [model.geom(i).name for i in range(model.ngeom)]
+    missing = [f for f in robot.foot_geoms if f not in geom_names]
+    if missing:
+        raise ValueError(f"model has no foot geom named {missing}; named geoms: {[g for g in geom_names if g]}")
+    foot_ids = tuple(model.geom(f).id for f in robot.foot_geoms)
+    mask = tuple(tuple(bool(b) for b in _dofs_moving_body(model, model.geom_bodyid[g])) for g in foot_ids)
+    n = len(robot.joint_names)
+    return Sim(
+        mjx_model=mjx.put_model(model),
+        friction=jnp.asarray(friction, jnp.float32),
+        kp=jnp.full(n, robot.kp, jnp.float32),
+        kd=jnp.full(n, robot.kd, jnp.float32),
+        motor_strength=jnp.ones(n, jnp.float32),
+        torque_limit=jnp.full(n, robot.torque_limit, jnp.float32),
+        dt=float(dt),
+        contact=contact,
+        foot_geom_ids=foot_ids,
+        foot_dof_mask=mask,
+        foot_radius=robot.foot_radius,
+        terrain=terrain,
+    )
+
+
+def _dofs_moving_body(model: mujoco.MjModel, body: int) -> np.ndarray:
+    """Which dofs move ``body``: those of the body and its ancestors."""
+    ancestors = {body}
+    while body != 0:
+        body = model.body_parentid[body]
+        ancestors.add(body)
+    return np.isin(model.dof_bodyid, list(ancestors))
+
+
+def integrate_positions(q: jax.Array, v: jax.Array, dt: float) -> jax.Array:
+    """q ⊕ dt·v for a free base followed by hinge joints."""
+    pos = q[:3] + dt * v[:3]
+    quat = quat_integrate(q[3:7], v[3:6], dt)
+    joints = q[FREE_QPOS:] + dt * v[FREE_DOF:]
+    return jnp.concatenate([pos, quat, joints])
+
+
+def pd_torque(sim: Sim, q: jax.Array, v: jax.Array, joint_target: jax.Array) -> jax.Array:
+    """Joint PD on position targets, scaled by motor strength and clipped to the torque limit."""
+    raw = sim.kp * (joint_target - q[FREE_QPOS:]) - sim.kd * v[FREE_DOF:]
+    return jnp.clip(sim.motor_strength * raw, -sim.torque_limit, sim.torque_limit)
+
+
+def _smooth_dynamics(sim: Sim, q: jax.Array, v: jax.Array) -> mjx.Data:
+    m = sim.mjx_model
+    d = mjx.make_data(m).replace(qpos=q, qvel=v)
+    d = mjx.kinematics(m, d)
+    d = mjx.com_pos(m, d)
+    d = mjx.crb(m, d)
+    d = mjx.com_vel(m, d)
+    return mjx.rne(m, d)
+
+
+def _foot_contacts(sim: Sim, d: mjx.Data) -> tuple[jax.Array, jax.Array]:
+    """Foot gaps (n,) and contact Jacobians (n*3, nv) with rows [normal, t1, t2] per foot."""
+    centers = d.geom_xpos[jnp.array(sim.foot_geom_ids)]
+    heights, frames = jax.vmap(lambda p: terrain_lib.contact_frame(sim.terrain, p))(centers)
+    normals = frames[:, 0]
+    gaps = (centers[:, 2] - heights) * normals[:, 2] - sim.foot_radius
+    points = centers - sim.foot_radius * normals
+    # Point Jacobian from MJX's com-based motion subspace; the dof mask is static per foot.
+    offset = points - d.subtree_com[1]
+    ang, lin = d.cdof[:, :3], d.cdof[:, 3:]
+    jacp = lin[None] + jnp.cross(ang[None], offset[:, None, :])  # (n, nv, 3)
+    jacp = jacp * jnp.asarray(np.array(sim.foot_dof_mask), jacp.dtype)[..., None]
+    jac = jnp.einsum("fab,fvb->fav", frames, jacp)
+    return gaps, jac.reshape(-1, jac.shape[-1])
+
+
+def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Array | float = 200.0) -> tuple[SimState, StepInfo]:
+    """Advance one step of ``sim.dt`` with PD control toward ``joint_target``.
+
+    ``sharpness`` (1/m) sets the ``smooth`` model's sigmoid and may change between calls
+    without recompiling; the other models ignore it.
+    """
+    _check_sharpness(sharpness)
+    h = sim.dt
+    q_mid = integrate_positions(state.q, state.v, 0.5 * h)
+    d = _smooth_dynamics(sim, q_mid, state.v)
+    torque = pd_torque(sim, q_mid, state.v, joint_target)
+    generalized_force = jnp.concatenate([jnp.zeros(FREE_DOF, torque.dtype), torque]) - d.qfrc_bias
+
+    chol = jax.scipy.linalg.cho_factor(d._impl.M)
+    v_free = state.v + h * jax.scipy.linalg.cho_solve(chol, generalized_force)
+    gap, jac = _foot_contacts(sim, d)
+    minv_jt = jax.scipy.linalg.cho_solve(chol, jac.T)
+    free_contact_velocity = jac @ v_free
+
+    delassus = jac @ minv_jt
+    if sim.contact.model == "soft":
+        weight = (gap < 0).astype(gap.dtype)
+        velocity = (jac @ state.v).reshape(-1, 3)
+        impulse = penalty_impulses(sim.contact, gap, velocity, delassus, free_contact_velocity, sim.friction, h)
+    else:
+        weight = contact_weights(sim.contact, gap, jnp.asarray(sharpness, gap.dtype))
+        impulse = gauss_seidel(delassus, free_contact_velocity, weight, sim.friction, sim.contact.iterations)
+
+    v_new = v_free + minv_jt @ impulse.reshape(-1)
+    q_new = integrate_positions(q_mid, v_new, 0.5 * h)
+    finite = jnp.all(jnp.isfinite(q_new)) & jnp.all(jnp.isfinite(v_new))
+    info = StepInfo(
+        gap=gap,
+        weight=weight,
+        impulse=impulse,
+        foot_velocity=(jac @ v_new).reshape(-1, 3),
+        torque=torque,
+        finite=finite,
+    )
+    return SimState(q=q_new, v=v_new), info
+
+
+def _check_sharpness(sharpness: jax.Array | float) -> None:
+    """Reject a concrete non-positive sharpness; traced values are the caller's to schedule."""
+    if isinstance(sharpness, jax.core.Tracer):
+        return
+    if not np.all(np.asarray(sharpness) > 0):
+        raise ValueError(f"contact sharpness s must be > 0 (1/m), got {sharpness}")
+
+
+def rollout(
+    sim: Sim, state: SimState, joint_targets: jax.Array, sharpness: jax.Array | float = 200.0
+) -> tuple[SimState, tuple[SimState, StepInfo]]:
+    """Scan ``step`` over a (T, n_joints) sequence of targets; returns the final state and the trajectory."""
+
+    def body(s: SimState, target: jax.Array) -> tuple[SimState, tuple[SimState, StepInfo]]:
+        s, info = step(sim, s, target, sharpness)
+        return s, (s, info)
+
+    return jax.lax.scan(body, state, joint_targets)
+
+
+def initial_state(robot: RobotSpec, dtype=jnp.float32) -> SimState:
+    """Standing pose slightly above the ground, at rest."""
+    q = jnp.asarray(robot.init_qpos(), dtype)
+    return SimState(q=q, v=jnp.zeros(q.shape[0] - 1, dtype))
+
+
+def check_state(state: SimState) -> None:
+    """Raise ``ValueError`` for a concrete state with non-finite or malformed entries."""
+    q, v = np.asarray(state.q), np.asarray(state.v)
+    if q.shape[-1] != v.shape[-1] + 1:
+        raise ValueError(f"state q has {q.shape[-1]} entries and v {v.shape[-1]}; expected nq = nv + 1 (free base)")
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
+        raise ValueError("state contains NaN or infinite values")
