@@ -57,24 +57,27 @@ def contact_weights(config: ContactConfig, gap: jax.Array, sharpness: jax.Array)
     return jnp.where(gap < config.activation_band, weight, 0.0)
 
 
-def _solve_foot(
-    block: jax.Array, block_inv: jax.Array, residual: jax.Array, tangent: jax.Array, friction: jax.Array
-) -> jax.Array:
+def _solve_foot(block: jax.Array, block_inv: jax.Array, residual: jax.Array, friction: jax.Array) -> jax.Array:
     """One foot's impulse given the velocity ``residual`` that the other feet leave it.
 
     A sticking foot takes the exact 3x3 block solution. A sliding one (block solution outside
-    the friction cone) gets friction of magnitude μ·P_n against its slip velocity and the
-    normal impulse consistent with it. Clipping the block solution instead would keep the
+    the friction cone) gets friction μ·P_n against its slip and the normal impulse that, with
+    that friction, stops the normal motion. Clipping the block solution instead would keep the
     normal impulse that the infeasible friction inflated (launching sliding bodies) and point
-    friction along G⁻¹·slip rather than against the slip.
+    friction along G⁻¹·slip rather than against the slip. The normal row is solved jointly with
+    its friction (not by alternating), which cannot amplify when friction couples strongly into
+    the normal direction; the effective normal stiffness is floored at half of G_nn, where
+    exact Coulomb friction has no solution (Painlevé).
     """
     stick = -block_inv @ residual
     sticking = (stick[0] > 0.0) & (_safe_norm(stick[1:]) <= friction * stick[0])
-    for _ in range(2):  # normal <-> friction consistency within the foot
-        normal = jnp.maximum(0.0, -(residual[0] + block[0, 1:] @ tangent) / block[0, 0])
+    normal = jnp.maximum(stick[0], 0.0)
+    for _ in range(2):  # refine the slip direction once with the sliding normal impulse
         slip = residual[1:] + block[1:, 0] * normal
-        tangent = -friction * normal * slip / _safe_norm(slip)
-    slide = jnp.concatenate([normal[None], tangent])
+        direction = slip / _safe_norm(slip)
+        effective = jnp.maximum(block[0, 0] - friction * block[0, 1:] @ direction, 0.5 * block[0, 0])
+        normal = jnp.maximum(0.0, -residual[0] / effective)
+    slide = jnp.concatenate([normal[None], -friction * normal * direction])
     return jnp.where(sticking, stick, slide)
 
 
@@ -100,14 +103,13 @@ def gauss_seidel(
     diag = blocks[jnp.arange(n), jnp.arange(n)]
     diag_inv = jnp.linalg.inv(diag)
     velocity = free_velocity.reshape(n, 3)
-    zeros = jnp.zeros(2, velocity.dtype)
-    impulse = jax.vmap(_solve_foot, in_axes=(0, 0, 0, None, None))(diag, diag_inv, velocity, zeros, friction)
+    impulse = jax.vmap(_solve_foot, in_axes=(0, 0, 0, None))(diag, diag_inv, velocity, friction)
 
     def sweep(impulse: jax.Array, _: None) -> tuple[jax.Array, None]:
         for i in range(n):  # sequential by definition of Gauss-Seidel; n = number of feet
             applied = weight[:, None] * impulse
             others = jnp.einsum("jab,jb->a", blocks[i], applied) - diag[i] @ applied[i]
-            impulse = impulse.at[i].set(_solve_foot(diag[i], diag_inv[i], velocity[i] + others, impulse[i, 1:], friction))
+            impulse = impulse.at[i].set(_solve_foot(diag[i], diag_inv[i], velocity[i] + others, friction))
         return impulse, None
 
     impulse, _ = jax.lax.scan(sweep, impulse, None, length=iterations)

@@ -44,6 +44,7 @@ class StepInfo:
     impulse: jax.Array  # (n_feet, 3) applied impulse, contact frame [normal, t1, t2]
     foot_velocity: jax.Array  # (n_feet, 3) contact-point velocity after the step, contact frame
     torque: jax.Array  # (n_joints,) applied joint torques
+    knee_height: jax.Array  # (n_knees,) knee joint heights above the terrain at the midpoint
     finite: jax.Array  # () whether the new state is finite
 
 
@@ -66,6 +67,7 @@ class Sim:
     foot_geom_ids: tuple[int, ...] = struct.field(pytree_node=False)
     foot_dof_mask: tuple[tuple[bool, ...], ...] = struct.field(pytree_node=False)
     foot_radius: float = struct.field(pytree_node=False)
+    knee_body_ids: tuple[int, ...] = struct.field(pytree_node=False, default=())
     terrain: Callable[[jax.Array], jax.Array] = struct.field(pytree_node=False, default=terrain_lib.flat)
 
     @property
@@ -99,16 +101,17 @@ def make_sim(
     n = len(robot.joint_names)
     return Sim(
         mjx_model=mjx.put_model(model),
-        friction=jnp.asarray(friction, jnp.float32),
-        kp=jnp.full(n, robot.kp, jnp.float32),
-        kd=jnp.full(n, robot.kd, jnp.float32),
-        motor_strength=jnp.ones(n, jnp.float32),
-        torque_limit=jnp.full(n, robot.torque_limit, jnp.float32),
+        friction=jnp.asarray(float(friction)),  # default float dtype: float32, or float64 under x64
+        kp=jnp.full(n, float(robot.kp)),
+        kd=jnp.full(n, float(robot.kd)),
+        motor_strength=jnp.ones(n),
+        torque_limit=jnp.full(n, float(robot.torque_limit)),
         dt=float(dt),
         contact=contact,
         foot_geom_ids=foot_ids,
         foot_dof_mask=mask,
         foot_radius=robot.foot_radius,
+        knee_body_ids=tuple(model.body(b).id for b in robot.knee_bodies),
         terrain=terrain,
     )
 
@@ -144,6 +147,10 @@ def _smooth_dynamics(sim: Sim, q: jax.Array, v: jax.Array) -> mjx.Data:
     d = mjx.crb(m, d)
     d = mjx.com_vel(m, d)
     return mjx.rne(m, d)
+
+
+def _heights_above_terrain(sim: Sim, points: jax.Array) -> jax.Array:
+    return points[:, 2] - sim.terrain(points[:, :2])
 
 
 def _foot_contacts(sim: Sim, d: mjx.Data) -> tuple[jax.Array, jax.Array]:
@@ -199,6 +206,7 @@ def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Arra
         impulse=impulse,
         foot_velocity=(jac @ v_new).reshape(-1, 3),
         torque=torque,
+        knee_height=_heights_above_terrain(sim, d.xpos[jnp.array(sim.knee_body_ids, int)]),
         finite=finite,
     )
     return SimState(q=q_new, v=v_new), info

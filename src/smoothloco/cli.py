@@ -1,0 +1,63 @@
+"""Command line: ``smoothloco train / bench``.
+
+JAX is imported inside the commands, after the host devices are requested, so that on a CPU
+machine every core gets a device of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from smoothloco.parallel import request_host_devices
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from smoothloco import bench
+
+    if args.target == "sim":
+        results = bench.bench_sim(batch=args.batch, steps=args.steps, repeats=args.repeats)
+        table = bench.format_table(results, bench.SIM_ROWS)
+        ratios = ["smooth_over_mjx_step", "smooth_over_mujoco_c", "smooth_grad_over_forward"]
+    else:
+        results = bench.bench_task(batch=args.batch, steps=args.steps, repeats=args.repeats)
+        table = bench.format_table(results, bench.TASK_ROWS, unit="control steps/s")
+        ratios = [k for k in results if k.endswith("_over_forward")]
+    print(f"batch {results['batch']} over {results['devices']} device(s)")
+    print(table)
+    for key in ratios:
+        print(f"{key}: {results[key]:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="smoothloco", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    bench = sub.add_parser("bench", help="throughput of the simulator or the task, printed as a table")
+    bench.add_argument("target", choices=["sim", "task"], help="what to measure")
+    bench.add_argument("--batch", type=int, default=256, help="environments in the batch (default 256)")
+    bench.add_argument("--steps", type=int, default=100, help="steps per timed forward rollout (default 100)")
+    bench.add_argument("--repeats", type=int, default=3, help="timed repetitions after the compiling call")
+    bench.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    bench.set_defaults(func=_bench)
+
+    from smoothloco.train import cli as train_cli
+
+    train_cli.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    request_host_devices()
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""Task layer: velocity tracking as pure reset/step functions on a Brax State."""
+
+from smoothloco.tasks.config import (
+    DEFAULT_REWARD_WEIGHTS,
+    CommandConfig,
+    PushConfig,
+    RandomizationConfig,
+    VelocityTaskConfig,
+)
+from smoothloco.tasks.randomization import randomize
+from smoothloco.tasks.velocity import OBS_LAYOUT, OBS_SIZE, VelocityTask
+
+__all__ = [
+    "DEFAULT_REWARD_WEIGHTS",
+    "OBS_LAYOUT",
+    "OBS_SIZE",
+    "CommandConfig",
+    "PushConfig",
+    "RandomizationConfig",
+    "VelocityTask",
+    "VelocityTaskConfig",
+    "randomize",
+]

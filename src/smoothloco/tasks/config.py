@@ -1,0 +1,132 @@
+"""Typed configuration of the velocity-tracking task, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from smoothloco.sim import CONTACT_MODELS
+
+Range = tuple[float, float]
+
+
+def _check_range(name: str, value: Range, lower_bound: float | None = None) -> None:
+    low, high = value
+    if not low <= high:
+        raise ValueError(f"{name} must be (low, high) with low <= high, got {value}")
+    if lower_bound is not None and low < lower_bound:
+        raise ValueError(f"{name} must not go below {lower_bound}, got {value}")
+
+
+# Weights multiply each term and the control period (legged_gym convention), so returns
+# are per simulated second. Positive terms are rewards, negative are penalties.
+DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
+    "tracking_lin_vel": 1.0,
+    "tracking_ang_vel": 0.5,
+    "lin_vel_z": -2.0,
+    "ang_vel_xy": -0.05,
+    "orientation": -5.0,
+    "torques": -2.0e-5,
+    "action_rate": -0.01,
+    "joint_limits": -10.0,
+    "foot_slip": -0.1,
+    "base_height": -30.0,
+    "feet_air_time": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class CommandConfig:
+    lin_vel_x: Range = (-1.0, 1.0)  # m/s
+    lin_vel_y: Range = (-1.0, 1.0)  # m/s
+    yaw_rate: Range = (-1.0, 1.0)  # rad/s
+    resample_seconds: Range = (4.0, 10.0)
+    zero_probability: float = 0.1  # share of stand-still commands
+
+    def __post_init__(self) -> None:
+        for name in ("lin_vel_x", "lin_vel_y", "yaw_rate"):
+            _check_range(f"commands.{name}", getattr(self, name))
+        _check_range("commands.resample_seconds", self.resample_seconds, lower_bound=1e-6)
+        if not 0.0 <= self.zero_probability <= 1.0:
+            raise ValueError(f"commands.zero_probability must be in [0, 1], got {self.zero_probability}")
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    enabled: bool = True
+    max_speed: float = 1.0  # m/s horizontal velocity kick on the base
+    interval_seconds: Range = (5.0, 10.0)
+
+    def __post_init__(self) -> None:
+        if self.max_speed < 0:
+            raise ValueError(f"pushes.max_speed must be >= 0, got {self.max_speed}")
+        _check_range("pushes.interval_seconds", self.interval_seconds, lower_bound=1e-6)
+
+
+@dataclass(frozen=True)
+class RandomizationConfig:
+    enabled: bool = True
+    friction: Range = (0.5, 1.25)
+    added_base_mass: Range = (-5.0, 5.0)  # kg
+    base_com_offset: float = 0.05  # m, each axis uniform in [-x, x]
+    kp_scale: Range = (0.9, 1.1)
+    kd_scale: Range = (0.9, 1.1)
+    motor_strength: Range = (0.9, 1.1)
+
+    def __post_init__(self) -> None:
+        _check_range("randomization.friction", self.friction, lower_bound=0.0)
+        _check_range("randomization.added_base_mass", self.added_base_mass)
+        for name in ("kp_scale", "kd_scale", "motor_strength"):
+            _check_range(f"randomization.{name}", getattr(self, name), lower_bound=0.0)
+        if self.base_com_offset < 0:
+            raise ValueError(f"randomization.base_com_offset must be >= 0, got {self.base_com_offset}")
+
+
+@dataclass(frozen=True)
+class VelocityTaskConfig:
+    """Velocity tracking on flat ground for the bundled quadruped."""
+
+    contact: str = "smooth"
+    sharpness: float = 300.0  # 1/m, smooth contact; the trainer may schedule it at run time
+    sim_dt: float = 0.005  # s; the largest step at which hard contact stays faithful (see tests)
+    control_dt: float = 0.02  # s (50 Hz)
+    action_scale: float = 0.5  # rad per unit action
+    obs_noise: float = 0.0  # scale of uniform sensor noise (multiplies per-signal noise levels)
+    privileged_critic: bool = False  # observation dict with "privileged_state" for the critic
+    min_base_height: float = 0.3  # m
+    min_knee_height: float = 0.02  # m
+    max_tilt_deg: float = 60.0
+    base_height_target: float = 0.52  # m, the PD-loaded standing height
+    tracking_sigma: float = 0.25
+    commands: CommandConfig = field(default_factory=CommandConfig)
+    pushes: PushConfig = field(default_factory=PushConfig)
+    randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
+    reward_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_REWARD_WEIGHTS))
+
+    def __post_init__(self) -> None:
+        if self.contact not in CONTACT_MODELS:
+            raise ValueError(f"unknown contact model {self.contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
+        if not self.sharpness > 0:
+            raise ValueError(f"sharpness must be > 0 (1/m), got {self.sharpness}")
+        if not (self.sim_dt > 0 and self.control_dt > 0):
+            raise ValueError(f"sim_dt and control_dt must be > 0, got {self.sim_dt}, {self.control_dt}")
+        if self.substeps < 1 or abs(self.substeps * self.sim_dt - self.control_dt) > 1e-9:
+            raise ValueError(
+                f"control_dt ({self.control_dt}) must be a whole number >= 1 of sim_dt ({self.sim_dt}) substeps"
+            )
+        unknown = set(self.reward_weights) - set(DEFAULT_REWARD_WEIGHTS)
+        if unknown:
+            raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
+        for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg"):
+            if getattr(self, name) < 0 or (name != "obs_noise" and getattr(self, name) == 0):
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+    @property
+    def substeps(self) -> int:
+        return round(self.control_dt / self.sim_dt)
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = {g.name: getattr(value, g.name) for g in fields(value)} if hasattr(value, "__dataclass_fields__") else value
+        return out

@@ -1,0 +1,100 @@
+"""Reward terms: small named functions of one control step, each logged on its own.
+
+All are smooth in the state and action, so SHAC can differentiate through them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class RewardInputs:
+    lin_vel: jax.Array  # (3,) base linear velocity, body frame
+    ang_vel: jax.Array  # (3,) base angular velocity, body frame
+    gravity: jax.Array  # (3,) unit gravity direction, body frame
+    command: jax.Array  # (3,) vx, vy, yaw rate
+    joint_pos: jax.Array  # (12,)
+    joint_lower: jax.Array
+    joint_upper: jax.Array
+    torque: jax.Array  # (12,)
+    action: jax.Array
+    last_action: jax.Array
+    base_height: jax.Array  # ()
+    foot_weight: jax.Array  # (4,) contact participation
+    foot_slip: jax.Array  # (4,) tangential foot speed
+    air_time: jax.Array  # (4,) seconds each foot has been off the ground
+    touchdown: jax.Array  # (4,) 1 where a foot landed this step
+    tracking_sigma: float = struct.field(pytree_node=False)
+    base_height_target: float = struct.field(pytree_node=False)
+
+
+def tracking_lin_vel(x: RewardInputs) -> jax.Array:
+    error = jnp.sum((x.command[:2] - x.lin_vel[:2]) ** 2)
+    return jnp.exp(-error / x.tracking_sigma)
+
+
+def tracking_ang_vel(x: RewardInputs) -> jax.Array:
+    return jnp.exp(-((x.command[2] - x.ang_vel[2]) ** 2) / x.tracking_sigma)
+
+
+def lin_vel_z(x: RewardInputs) -> jax.Array:
+    return x.lin_vel[2] ** 2
+
+
+def ang_vel_xy(x: RewardInputs) -> jax.Array:
+    return jnp.sum(x.ang_vel[:2] ** 2)
+
+
+def orientation(x: RewardInputs) -> jax.Array:
+    return jnp.sum(x.gravity[:2] ** 2)
+
+
+def torques(x: RewardInputs) -> jax.Array:
+    return jnp.sum(x.torque**2)
+
+
+def action_rate(x: RewardInputs) -> jax.Array:
+    return jnp.sum((x.action - x.last_action) ** 2)
+
+
+def joint_limits(x: RewardInputs) -> jax.Array:
+    margin = 0.05
+    over = jax.nn.relu(x.joint_pos - (x.joint_upper - margin)) + jax.nn.relu((x.joint_lower + margin) - x.joint_pos)
+    return jnp.sum(over)
+
+
+def foot_slip(x: RewardInputs) -> jax.Array:
+    return jnp.sum(x.foot_weight * x.foot_slip**2)
+
+
+def base_height(x: RewardInputs) -> jax.Array:
+    return (x.base_height - x.base_height_target) ** 2
+
+
+def feet_air_time(x: RewardInputs) -> jax.Array:
+    """Event term (legged_gym): reward steps longer than 0.5 s at touchdown, only when moving."""
+    moving = jnp.linalg.norm(x.command[:2]) > 0.1
+    return moving * jnp.sum((x.air_time - 0.5) * x.touchdown)
+
+
+REWARD_TERMS: dict[str, Callable[[RewardInputs], jax.Array]] = {
+    f.__name__: f
+    for f in (
+        tracking_lin_vel,
+        tracking_ang_vel,
+        lin_vel_z,
+        ang_vel_xy,
+        orientation,
+        torques,
+        action_rate,
+        joint_limits,
+        foot_slip,
+        base_height,
+        feet_air_time,
+    )
+}

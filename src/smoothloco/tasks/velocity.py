@@ -1,0 +1,250 @@
+"""Velocity tracking for the bundled quadruped, as a Brax ``Env``.
+
+``reset``/``step`` are pure functions of a ``brax.envs.base.State`` whose ``pipeline_state`` is
+our ``SimState``, so Brax's wrappers and agents run on it unchanged, and ``jax.grad`` goes
+through ``step`` for SHAC. Time limits and automatic resets are left to Brax's
+``EpisodeWrapper``/``AutoResetWrapper`` as in every Brax environment.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from brax.envs.base import Env, State
+
+from smoothloco.robot import RobotSpec, anymal_c
+from smoothloco.sim import ContactConfig, Sim, SimState, StepInfo, make_sim
+from smoothloco.sim import step as sim_step
+from smoothloco.sim.rotation import rotate_inverse
+from smoothloco.tasks.config import VelocityTaskConfig
+from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
+
+# Actor observation: (name, size, scale, noise level before scaling), in order. The
+# deployment contract (policy.json) is generated from this table.
+OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
+    ("base_lin_vel", 3, 2.0, 0.1),
+    ("base_ang_vel", 3, 0.25, 0.2),
+    ("projected_gravity", 3, 1.0, 0.05),
+    ("command", 3, 1.0, 0.0),
+    ("joint_pos", 12, 1.0, 0.01),
+    ("joint_vel", 12, 0.05, 1.5),
+    ("last_action", 12, 1.0, 0.0),
+)
+OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
+PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
+COMMAND_SCALE = (2.0, 2.0, 0.25)
+
+
+class VelocityTask(Env):
+    """Follow a commanded forward, lateral and yaw velocity; pushed and randomized."""
+
+    def __init__(self, config: VelocityTaskConfig | None = None, robot: RobotSpec | None = None):
+        self.config = config or VelocityTaskConfig()
+        self.robot = robot or anymal_c()
+        self.sys: Sim = make_sim(self.robot, ContactConfig(self.config.contact), dt=self.config.sim_dt)
+        self._nominal_base_mass = float(self.robot.mj_model().body_mass[1])
+        self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
+        self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
+        self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
+        scales = np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
+        scales[12:15] = COMMAND_SCALE
+        self._obs_scale = jnp.asarray(scales, jnp.float32)
+        self._obs_noise = jnp.asarray(np.concatenate([np.full(size, n) for _, size, _, n in OBS_LAYOUT]), jnp.float32)
+
+    # -- Brax Env interface -------------------------------------------------------------
+    @property
+    def observation_size(self):
+        if self.config.privileged_critic:
+            return {"state": (OBS_SIZE,), "privileged_state": (OBS_SIZE + PRIVILEGED_EXTRA,)}
+        return OBS_SIZE
+
+    @property
+    def action_size(self) -> int:
+        return len(self.robot.joint_names)
+
+    @property
+    def backend(self) -> str:
+        return "smoothloco"
+
+    @property
+    def control_steps_per_second(self) -> float:
+        return 1.0 / self.config.control_dt
+
+    def reset(self, rng: jax.Array) -> State:
+        rng, pose_key, command_key, push_key = jax.random.split(rng, 4)
+        q = jnp.asarray(self.robot.init_qpos(), jnp.float32)
+        q = q.at[7:].add(jax.random.uniform(pose_key, (12,), minval=-0.05, maxval=0.05))
+        physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
+        command, command_countdown = self._sample_command(command_key)
+        info = {
+            "rng": rng,
+            "command": command,
+            "command_countdown": command_countdown,
+            "push_countdown": self._sample_push_interval(push_key),
+            "last_action": jnp.zeros(self.action_size),
+            "air_time": jnp.zeros(4),
+            "sharpness": jnp.asarray(self.config.sharpness, jnp.float32),
+            "pushes": jnp.zeros((), jnp.int32),
+            "command_changes": jnp.zeros((), jnp.int32),
+        }
+        contact = _resting_contact(physics)
+        obs = self._observe(physics, info, contact, jax.random.PRNGKey(0), noise=False)
+        metrics = {f"reward/{name}": jnp.zeros(()) for name in self._active_terms()}
+        metrics.update(lin_vel_error=jnp.zeros(()), yaw_rate_error=jnp.zeros(()))
+        return State(physics, obs, jnp.zeros(()), jnp.zeros(()), metrics, info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        cfg = self.config
+        info = dict(state.info)
+        rng, noise_key, command_key, push_key, push_dir_key = jax.random.split(info["rng"], 5)
+        target = self._default_pose + cfg.action_scale * action
+
+        def substep(physics: SimState, _: None) -> tuple[SimState, StepInfo]:
+            return sim_step(self.sys, physics, target, info["sharpness"])
+
+        physics, contacts = jax.lax.scan(substep, state.pipeline_state, None, length=cfg.substeps)
+        contact = jax.tree.map(lambda x: x[-1], contacts)
+        # A non-finite step keeps the last good state and ends the episode, so no NaN reaches
+        # observations, rewards or gradients.
+        physics = jax.tree.map(lambda new, old: jnp.where(contact.finite, new, old), physics, state.pipeline_state)
+
+        rewards_in, air_time = self._reward_inputs(physics, info, contact, action)
+        weights = cfg.reward_weights
+        terms = {name: weights[name] * REWARD_TERMS[name](rewards_in) * cfg.control_dt for name in self._active_terms()}
+        reward = sum(terms.values())
+
+        done = self._terminated(physics, contact, rewards_in.gravity)
+        info.update(rng=rng, last_action=action, air_time=air_time)
+        info = self._update_command(info, command_key)
+        physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
+        obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
+        metrics = {f"reward/{k}": v for k, v in terms.items()}
+        metrics.update(
+            lin_vel_error=jnp.linalg.norm(rewards_in.command[:2] - rewards_in.lin_vel[:2]),
+            yaw_rate_error=jnp.abs(rewards_in.command[2] - rewards_in.ang_vel[2]),
+        )
+        return state.replace(pipeline_state=physics, obs=obs, reward=reward, done=done, metrics=metrics, info=info)
+
+    # -- pieces ---------------------------------------------------------------------------
+    def _active_terms(self) -> list[str]:
+        return [name for name, w in self.config.reward_weights.items() if w != 0.0]
+
+    def _sample_command(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        c = self.config.commands
+        kx, ky, kw, kz, kt = jax.random.split(key, 5)
+        command = jnp.stack(
+            [
+                jax.random.uniform(kx, minval=c.lin_vel_x[0], maxval=c.lin_vel_x[1]),
+                jax.random.uniform(ky, minval=c.lin_vel_y[0], maxval=c.lin_vel_y[1]),
+                jax.random.uniform(kw, minval=c.yaw_rate[0], maxval=c.yaw_rate[1]),
+            ]
+        )
+        command = jnp.where(jax.random.bernoulli(kz, c.zero_probability), 0.0, command)
+        seconds = jax.random.uniform(kt, minval=c.resample_seconds[0], maxval=c.resample_seconds[1])
+        return command, jnp.maximum(1, jnp.round(seconds / self.config.control_dt)).astype(jnp.int32)
+
+    def _sample_push_interval(self, key: jax.Array) -> jax.Array:
+        p = self.config.pushes
+        seconds = jax.random.uniform(key, minval=p.interval_seconds[0], maxval=p.interval_seconds[1])
+        return jnp.maximum(1, jnp.round(seconds / self.config.control_dt)).astype(jnp.int32)
+
+    def _update_command(self, info: dict, key: jax.Array) -> dict:
+        countdown = info["command_countdown"] - 1
+        new_command, new_countdown = self._sample_command(key)
+        resample = countdown <= 0
+        info["command"] = jnp.where(resample, new_command, info["command"])
+        info["command_countdown"] = jnp.where(resample, new_countdown, countdown)
+        info["command_changes"] = info["command_changes"] + resample.astype(jnp.int32)
+        return info
+
+    def _maybe_push(self, physics: SimState, info: dict, key: jax.Array, dir_key: jax.Array) -> tuple[SimState, dict]:
+        p = self.config.pushes
+        if not p.enabled:
+            return physics, info
+        countdown = info["push_countdown"] - 1
+        push = countdown <= 0
+        angle = jax.random.uniform(dir_key, maxval=2 * jnp.pi)
+        speed = jax.random.uniform(key, maxval=p.max_speed)
+        kick = push * speed * jnp.array([jnp.cos(angle), jnp.sin(angle)])
+        physics = physics.replace(v=physics.v.at[:2].add(kick))
+        info["push_countdown"] = jnp.where(push, self._sample_push_interval(key), countdown)
+        info["pushes"] = info["pushes"] + push.astype(jnp.int32)
+        return physics, info
+
+    def _reward_inputs(self, physics: SimState, info: dict, contact: StepInfo, action: jax.Array):
+        quat = physics.q[3:7]
+        in_contact = contact.weight > 0.5
+        air_time = info["air_time"] + self.config.control_dt
+        touchdown = in_contact & (info["air_time"] > self.config.control_dt)
+        inputs = RewardInputs(
+            lin_vel=rotate_inverse(quat, physics.v[:3]),
+            ang_vel=physics.v[3:6],
+            gravity=rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
+            command=info["command"],
+            joint_pos=physics.q[7:],
+            joint_lower=self._joint_lower,
+            joint_upper=self._joint_upper,
+            torque=contact.torque,
+            action=action,
+            last_action=info["last_action"],
+            base_height=physics.q[2],
+            foot_weight=contact.weight,
+            foot_slip=jnp.sqrt(jnp.sum(contact.foot_velocity[:, 1:] ** 2, axis=-1) + 1e-8),
+            air_time=air_time,
+            touchdown=touchdown.astype(jnp.float32),
+            tracking_sigma=self.config.tracking_sigma,
+            base_height_target=self.config.base_height_target,
+        )
+        return inputs, jnp.where(in_contact, 0.0, air_time)
+
+    def _terminated(self, physics: SimState, contact: StepInfo, gravity: jax.Array) -> jax.Array:
+        cfg = self.config
+        fallen = physics.q[2] < cfg.min_base_height
+        knee_down = jnp.any(contact.knee_height < cfg.min_knee_height)
+        tilted = gravity[2] > -jnp.cos(jnp.deg2rad(cfg.max_tilt_deg))
+        return (fallen | knee_down | tilted | ~contact.finite).astype(jnp.float32)
+
+    def _observe(self, physics: SimState, info: dict, contact: StepInfo, key: jax.Array, noise: bool):
+        quat = physics.q[3:7]
+        raw = jnp.concatenate(
+            [
+                rotate_inverse(quat, physics.v[:3]),
+                physics.v[3:6],
+                rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
+                info["command"],
+                physics.q[7:] - self._default_pose,
+                physics.v[6:],
+                info["last_action"],
+            ]
+        )
+        clean = raw * self._obs_scale
+        obs = clean
+        if noise:
+            sample = jax.random.uniform(key, raw.shape, minval=-1.0, maxval=1.0)
+            obs = (raw + self.config.obs_noise * self._obs_noise * sample) * self._obs_scale
+        if not self.config.privileged_critic:
+            return obs
+        extra = jnp.concatenate(
+            [
+                jnp.atleast_1d(self.sys.friction),
+                jnp.atleast_1d(self.sys.mjx_model.body_mass[1] - self._nominal_base_mass),
+                jnp.clip(contact.gap, -0.05, 0.2),
+                contact.weight,
+            ]
+        )
+        return {"state": obs, "privileged_state": jnp.concatenate([clean, extra])}
+
+
+def _resting_contact(physics: SimState) -> StepInfo:
+    """Placeholder contact for the reset observation: feet on the ground, nothing moving."""
+    n = 4
+    return StepInfo(
+        gap=jnp.zeros(n),
+        weight=jnp.ones(n),
+        impulse=jnp.zeros((n, 3)),
+        foot_velocity=jnp.zeros((n, 3)),
+        torque=jnp.zeros(12),
+        knee_height=jnp.ones(n),
+        finite=jnp.array(True),
+    )
