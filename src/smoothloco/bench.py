@@ -129,9 +129,9 @@ def _bench_mujoco_c(robot: RobotSpec, states: SimState, steps: int, repeats: int
         return _time(lambda: runner.rollout(model, datas, init, control), batch * steps, repeats)
 
 
-def format_table(results: dict, rows: list[tuple[str, str]]) -> str:
-    """Markdown table of steps/s, compile time and CPU/wall per benchmarked program."""
-    lines = ["| program | steps/s | compile s | cpu/wall |", "|---|---:|---:|---:|"]
+def format_table(results: dict, rows: list[tuple[str, str]], unit: str = "steps/s") -> str:
+    """Markdown table of throughput, compile time and CPU/wall per benchmarked program."""
+    lines = [f"| program | {unit} | compile s | cpu/wall |", "|---|---:|---:|---:|"]
     for key, label in rows:
         lines.append(
             f"| {label} | {results[f'{key}_steps_per_s']:,.0f} | {results[f'{key}_compile_s']:.1f} "
@@ -150,3 +150,40 @@ SIM_ROWS = [
     ("mjx_step", "mjx.step (MuJoCo contact)"),
     ("mujoco_c", "MuJoCo (C) rollout, 2 threads"),
 ]
+
+
+def bench_task(batch: int = 256, steps: int = 50, window: int = 32, repeats: int = 3) -> dict:
+    """Control steps per second of the velocity task per contact model: forward with random
+    actions, and forward + gradient of the window's summed reward with respect to the actions."""
+    from brax.envs.wrappers import training
+
+    from smoothloco.tasks import VelocityTask, VelocityTaskConfig
+
+    results: dict[str, float] = {"batch": batch, "devices": jax.local_device_count()}
+    for model in ("smooth", "hard", "soft"):
+        env = training.VmapWrapper(VelocityTask(VelocityTaskConfig(contact=model)))
+        state = shard_batch(jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), batch)))
+        actions = shard_batch(0.3 * jax.random.normal(jax.random.PRNGKey(1), (batch, steps, 12)))
+
+        def run(state, actions):
+            def body(s, a):
+                s = env.step(s, a)
+                return s, s.reward
+
+            return jax.lax.scan(body, state, jnp.swapaxes(actions, 0, 1))[1].sum()
+
+        forward = jax.jit(run)
+        t = _time(lambda: forward(state, actions), batch * steps, repeats)
+        results[f"{model}_forward_control_steps_per_s"] = t.steps_per_s
+        results[f"{model}_forward_compile_s"], results[f"{model}_forward_cpu_over_wall"] = t.compile_s, t.cpu_over_wall
+        grad = jax.jit(jax.grad(run, argnums=1))
+        t = _time(lambda: grad(state, actions[:, :window]), batch * window, repeats)
+        results[f"{model}_grad_control_steps_per_s"] = t.steps_per_s
+        results[f"{model}_grad_compile_s"], results[f"{model}_grad_cpu_over_wall"] = t.compile_s, t.cpu_over_wall
+        results[f"{model}_grad_over_forward"] = t.steps_per_s / results[f"{model}_forward_control_steps_per_s"]
+    for key in [k for k in results if k.endswith("_control_steps_per_s")]:
+        results[key.replace("_control_steps_per_s", "_steps_per_s")] = results[key]
+    return results
+
+
+TASK_ROWS = [(f"{m}_{kind}", f"task, {m}, {label}") for m in ("smooth", "hard", "soft") for kind, label in (("forward", "forward"), ("grad", "forward+grad (32 steps)"))]

@@ -105,14 +105,14 @@ def gauss_seidel(
     velocity = free_velocity.reshape(n, 3)
     impulse = jax.vmap(_solve_foot, in_axes=(0, 0, 0, None))(diag, diag_inv, velocity, friction)
 
-    def sweep(impulse: jax.Array, _: None) -> tuple[jax.Array, None]:
-        for i in range(n):  # sequential by definition of Gauss-Seidel; n = number of feet
-            applied = weight[:, None] * impulse
-            others = jnp.einsum("jab,jb->a", blocks[i], applied) - diag[i] @ applied[i]
-            impulse = impulse.at[i].set(_solve_foot(diag[i], diag_inv[i], velocity[i] + others, friction))
-        return impulse, None
+    def solve_foot(i: jax.Array, impulse: jax.Array) -> jax.Array:
+        applied = weight[:, None] * impulse
+        others = jnp.einsum("jab,jb->a", blocks[i], applied) - diag[i] @ applied[i]
+        return impulse.at[i].set(_solve_foot(diag[i], diag_inv[i], velocity[i] + others, friction))
 
-    impulse, _ = jax.lax.scan(sweep, impulse, None, length=iterations)
+    # Feet in sequence (Gauss-Seidel), sweeps repeated a fixed number of times; one loop body
+    # keeps the compiled program, and so the compile time of gradients, small.
+    impulse = jax.lax.fori_loop(0, iterations * n, lambda k, p: solve_foot(k % n, p), impulse)
     return weight[:, None] * impulse
 
 

@@ -20,6 +20,7 @@ def _check_range(name: str, value: Range, lower_bound: float | None = None) -> N
 # Weights multiply each term and the control period (legged_gym convention), so returns
 # are per simulated second. Positive terms are rewards, negative are penalties.
 DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
+    "alive": 0.5,
     "tracking_lin_vel": 1.0,
     "tracking_ang_vel": 0.5,
     "lin_vel_z": -2.0,
@@ -95,6 +96,7 @@ class VelocityTaskConfig:
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m
     max_tilt_deg: float = 60.0
+    max_speed: float = 50.0  # any generalized velocity above this is a diverged simulation
     base_height_target: float = 0.52  # m, the PD-loaded standing height
     tracking_sigma: float = 0.25
     commands: CommandConfig = field(default_factory=CommandConfig)

@@ -33,6 +33,12 @@ class RewardInputs:
     base_height_target: float = struct.field(pytree_node=False)
 
 
+def alive(x: RewardInputs) -> jax.Array:
+    """Constant per surviving step: with mostly negative shaping terms, ending an episode early
+    must not look attractive to the critic."""
+    return jnp.ones_like(x.base_height)
+
+
 def tracking_lin_vel(x: RewardInputs) -> jax.Array:
     error = jnp.sum((x.command[:2] - x.lin_vel[:2]) ** 2)
     return jnp.exp(-error / x.tracking_sigma)
@@ -85,6 +91,7 @@ def feet_air_time(x: RewardInputs) -> jax.Array:
 REWARD_TERMS: dict[str, Callable[[RewardInputs], jax.Array]] = {
     f.__name__: f
     for f in (
+        alive,
         tracking_lin_vel,
         tracking_ang_vel,
         lin_vel_z,

@@ -119,7 +119,8 @@ class VelocityTask(Env):
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
         obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
-        metrics = {f"reward/{k}": v for k, v in terms.items()}
+        metrics = dict(state.metrics)  # keep keys that wrappers (Brax's PPO) add
+        metrics.update({f"reward/{k}": v for k, v in terms.items()})
         metrics.update(
             lin_vel_error=jnp.linalg.norm(rewards_in.command[:2] - rewards_in.lin_vel[:2]),
             yaw_rate_error=jnp.abs(rewards_in.command[2] - rewards_in.ang_vel[2]),
@@ -203,7 +204,8 @@ class VelocityTask(Env):
         fallen = physics.q[2] < cfg.min_base_height
         knee_down = jnp.any(contact.knee_height < cfg.min_knee_height)
         tilted = gravity[2] > -jnp.cos(jnp.deg2rad(cfg.max_tilt_deg))
-        return (fallen | knee_down | tilted | ~contact.finite).astype(jnp.float32)
+        diverged = ~contact.finite | (jnp.max(jnp.abs(physics.v)) > cfg.max_speed)
+        return (fallen | knee_down | tilted | diverged).astype(jnp.float32)
 
     def _observe(self, physics: SimState, info: dict, contact: StepInfo, key: jax.Array, noise: bool):
         quat = physics.q[3:7]

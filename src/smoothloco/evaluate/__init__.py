@@ -1,0 +1,5 @@
+"""Evaluate layer: fixed command grids and metrics, given only a policy function."""
+
+from smoothloco.evaluate.grid import EVAL_COMMANDS, evaluate_commands
+
+__all__ = ["EVAL_COMMANDS", "evaluate_commands"]

@@ -1,0 +1,1 @@
+"""Train layer: SHAC (ours), networks, checkpoints and the training run."""

@@ -1,0 +1,146 @@
+"""``smoothloco train``: every config field is a flag, ``--<section>.<field>``, generated from
+the typed dataclasses so the command line and the configs cannot drift apart."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import typing
+from pathlib import Path
+
+from smoothloco.tasks import DEFAULT_REWARD_WEIGHTS, VelocityTaskConfig
+from smoothloco.train.shac import SHACConfig
+
+HELP = {
+    "task.contact": "contact model of the training simulator: hard, smooth or soft",
+    "task.sharpness": "smooth contact sigmoid sharpness s in 1/m (weight = 1/(1+exp(s*gap)))",
+    "task.sim_dt": "simulation step in seconds",
+    "task.control_dt": "control period in seconds (a whole number of sim steps)",
+    "task.action_scale": "radians of joint-target offset per unit action",
+    "task.obs_noise": "multiplier of the per-signal sensor noise levels (0 = none)",
+    "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
+    "shac.num_envs": "parallel environments (split over all devices)",
+    "shac.horizon": "control steps per SHAC window (backpropagation length)",
+    "shac.iterations": "training iterations; environment steps = iterations * num_envs * horizon",
+    "shac.seed": "random seed",
+    "run.out": "run folder (config, metrics, checkpoints, plots, summary)",
+    "run.checkpoint_every": "iterations between checkpoints",
+    "run.eval_every": "iterations between evaluations on the fixed command grid (0 = only at the end)",
+}
+
+
+def _flags(prefix: str, cls) -> list[tuple[str, type, object]]:
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        name = f"{prefix}.{f.name}"
+        if dataclasses.is_dataclass(default):
+            out += _flags(name, type(default))
+        elif isinstance(default, dict):
+            out += [(f"{name}.{k}", float, v) for k, v in default.items()]
+        else:
+            out.append((name, hints[f.name], default))
+    return out
+
+
+def _parse_value(kind, text: str):
+    origin = typing.get_origin(kind)
+    if kind is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    if origin is tuple:
+        item = typing.get_args(kind)[0]
+        return tuple(item(x) for x in text.split(","))
+    return kind(text)
+
+
+def add_parser(sub) -> None:
+    from smoothloco.train.runner import RunConfig
+
+    parser = sub.add_parser(
+        "train",
+        help="train a velocity-tracking policy with SHAC (defaults: smooth contact, pushes, randomization)",
+        description="Train with SHAC. Every setting is a flag; values shown are the defaults.",
+    )
+    parser.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its last checkpoint")
+    parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
+    for prefix, cls in (("task", VelocityTaskConfig), ("shac", SHACConfig), ("run", RunConfig)):
+        for name, kind, default in _flags(prefix, cls):
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            parser.add_argument(
+                f"--{name}",
+                dest=name,
+                metavar=kind.__name__ if isinstance(kind, type) else "A,B",
+                type=lambda t, k=kind: _parse_value(k, t),
+                help=f"{HELP.get(name, '')} (default {shown})".strip(),
+            )
+    parser.set_defaults(func=run_train)
+
+
+def config_from_args(args: argparse.Namespace):
+    from smoothloco.train.runner import RunConfig, TrainConfig
+
+    given = {k: v for k, v in vars(args).items() if "." in k and v is not None}
+
+    def build(prefix: str, cls):
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            name = f"{prefix}.{f.name}"
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            if dataclasses.is_dataclass(default):
+                kwargs[f.name] = build(name, type(default))
+            elif isinstance(default, dict):
+                kwargs[f.name] = {k: given.get(f"{name}.{k}", v) for k, v in default.items()}
+            elif name in given:
+                kwargs[f.name] = given[name]
+        return cls(**kwargs)
+
+    return TrainConfig(task=build("task", VelocityTaskConfig), shac=build("shac", SHACConfig), run=build("run", RunConfig))
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import json
+
+    from smoothloco.train.runner import RunConfig, TrainConfig, train
+
+    try:
+        if args.resume:
+            run_dir = Path(args.resume)
+            config_file = run_dir / "config.json"
+            if not config_file.is_file():
+                print(f"error: --resume {run_dir}: no config.json there (not a run folder)", file=sys.stderr)
+                return 2
+            saved = json.loads(config_file.read_text())
+            config = _config_from_saved(saved)
+        else:
+            config = config_from_args(args)
+    except (ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from smoothloco.train.checkpoint import CheckpointError
+
+    try:
+        train(config, resume=bool(args.resume))
+    except (CheckpointError, FileExistsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _config_from_saved(saved: dict):
+    from smoothloco.tasks.config import CommandConfig, PushConfig, RandomizationConfig
+    from smoothloco.train.runner import RunConfig, TrainConfig
+
+    task = dict(saved["task"])
+    for key, cls in (("commands", CommandConfig), ("pushes", PushConfig), ("randomization", RandomizationConfig)):
+        task[key] = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in task[key].items()})
+    shac = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["shac"].items()}
+    return TrainConfig(task=VelocityTaskConfig(**task), shac=SHACConfig(**shac), run=RunConfig(**saved["run"]))
+
+
+__all__ = ["add_parser", "DEFAULT_REWARD_WEIGHTS"]

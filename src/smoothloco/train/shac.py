@@ -1,0 +1,278 @@
+"""Short-Horizon Actor-Critic (Xu et al., 2022) in JAX, readable top to bottom.
+
+One jitted ``update`` does a whole iteration:
+  1. Actor: roll the policy out for ``horizon`` control steps through the differentiable task,
+     starting from the carried-over environment state with its gradient cut, and
+     backpropagate the discounted reward plus the discounted target-critic value at the window
+     end (zero on termination, bootstrapped on truncation).
+  2. Critic: fit TD(lambda) targets computed with the target critic, in minibatches.
+  3. Polyak-average the target critic; update observation statistics.
+A non-finite gradient never reaches the parameters: that update is skipped and counted.
+Environments are a leading batch axis that callers shard over devices (``parallel.shard_batch``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+from brax import envs
+from brax.training.acme import running_statistics, specs
+from flax import struct
+
+from smoothloco.train.networks import Actor, Critic, actor_obs, critic_obs
+
+
+@dataclass(frozen=True)
+class SHACConfig:
+    num_envs: int = 256
+    horizon: int = 32  # control steps per actor window
+    iterations: int = 400
+    gamma: float = 0.99
+    td_lambda: float = 0.95
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    lr_decay: bool = True  # linear decay to 10 % over the run
+    max_grad_norm: float = 1.0
+    critic_epochs: int = 8
+    critic_minibatches: int = 4
+    target_critic_alpha: float = 0.2  # target <- alpha * target + (1 - alpha) * critic
+    actor_hidden: tuple[int, ...] = (128, 128, 64)
+    critic_hidden: tuple[int, ...] = (128, 128)
+    init_log_std: float = -1.0
+    episode_length: int = 1000  # control steps (20 s at 50 Hz)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("num_envs", "horizon", "iterations", "critic_epochs", "critic_minibatches", "episode_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"shac.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("gamma", "td_lambda", "target_critic_alpha"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"shac.{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("actor_lr", "critic_lr", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"shac.{name} must be > 0, got {getattr(self, name)}")
+        if (self.num_envs * self.horizon) % self.critic_minibatches:
+            raise ValueError("shac.num_envs * shac.horizon must divide into shac.critic_minibatches")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@struct.dataclass
+class TrainState:
+    actor_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    actor_opt: Any
+    critic_opt: Any
+    normalizer: running_statistics.RunningStatisticsState
+    rng: jax.Array
+    iteration: jax.Array
+    env_steps: jax.Array
+    skipped_updates: jax.Array
+
+
+@dataclass
+class SHAC:
+    """The algorithm bound to an environment: ``init`` and the jitted ``update``."""
+
+    env: envs.Env  # batched (vmapped, episode-wrapped) environment
+    config: SHACConfig
+    actor: Actor = field(init=False)
+    critic: Critic = field(init=False)
+
+    def __post_init__(self) -> None:
+        c = self.config
+        self.actor = Actor(c.actor_hidden, self.env.action_size, c.init_log_std)
+        self.critic = Critic(c.critic_hidden)
+        self.actor_optimizer = _optimizer(c.actor_lr, c)
+        self.critic_optimizer = _optimizer(c.critic_lr, c)
+
+    # -- setup ------------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> tuple[TrainState, envs.State]:
+        actor_key, critic_key, env_key, rng = jax.random.split(key, 4)
+        env_state = self.env.reset(jax.random.split(env_key, self.config.num_envs))
+        obs_spec = jax.tree.map(lambda x: specs.Array(x.shape[1:], jnp.float32), env_state.obs)
+        normalizer = running_statistics.init_state(obs_spec)
+        one = jax.tree.map(lambda x: x[0], env_state.obs)
+        actor_params = self.actor.init(actor_key, actor_obs(one))
+        critic_params = self.critic.init(critic_key, critic_obs(one))
+        state = TrainState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=critic_params,
+            actor_opt=self.actor_optimizer.init(actor_params),
+            critic_opt=self.critic_optimizer.init(critic_params),
+            normalizer=running_statistics.update(normalizer, env_state.obs),
+            rng=rng,
+            iteration=jnp.zeros((), jnp.int32),
+            env_steps=jnp.zeros((), jnp.int32),
+            skipped_updates=jnp.zeros((), jnp.int32),
+        )
+        return state, env_state
+
+    # -- one iteration ------------------------------------------------------------------------
+    def update(self, ts: TrainState, env_state: envs.State) -> tuple[TrainState, envs.State, dict]:
+        c = self.config
+        rng, actor_key, critic_key = jax.random.split(ts.rng, 3)
+        env_state = jax.lax.stop_gradient(env_state)  # the window starts here; nothing flows back
+
+        (loss, (env_state, traj)), grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
+            ts.actor_params, ts, env_state, actor_key
+        )
+        actor_params, actor_opt, actor_ok = _guarded_step(self.actor_optimizer, grads, ts.actor_params, ts.actor_opt)
+
+        targets = td_lambda_targets(traj["reward"], traj["next_value"], traj["done"], traj["truncation"], c.gamma, c.td_lambda)
+        critic_params, critic_opt, critic_loss, critic_ok = self._fit_critic(ts, traj["critic_obs"], targets, critic_key)
+        alpha = c.target_critic_alpha
+        target = jax.tree.map(lambda t, p: alpha * t + (1 - alpha) * p, ts.target_critic_params, critic_params)
+
+        ts = ts.replace(
+            actor_params=actor_params,
+            actor_opt=actor_opt,
+            critic_params=critic_params,
+            critic_opt=critic_opt,
+            target_critic_params=target,
+            normalizer=running_statistics.update(ts.normalizer, traj["obs"]),
+            rng=rng,
+            iteration=ts.iteration + 1,
+            env_steps=ts.env_steps + c.num_envs * c.horizon,
+            skipped_updates=ts.skipped_updates + (~actor_ok).astype(jnp.int32) + (~critic_ok).astype(jnp.int32),
+        )
+        metrics = {
+            "actor_loss": loss,
+            "critic_loss": critic_loss,
+            "actor_grad_norm": optax.global_norm(grads),
+            "reward_per_step": jnp.mean(traj["reward"]),
+            "episode_ends": jnp.sum(traj["done"]),
+            "falls": jnp.sum(traj["done"] * (1 - traj["truncation"])),
+            "value_mean": jnp.mean(targets),
+            "skipped_updates": ts.skipped_updates,
+            "action_std": jnp.mean(jnp.exp(actor_params["params"]["log_std"])),
+            **{k: jnp.mean(v) for k, v in traj["metrics"].items()},
+        }
+        return ts, env_state, metrics
+
+    def _actor_loss(self, actor_params, ts: TrainState, env_state: envs.State, key: jax.Array):
+        c = self.config
+        normalize = lambda obs: running_statistics.normalize(obs, ts.normalizer)  # noqa: E731
+        target_value = lambda obs: self.critic.apply(ts.target_critic_params, critic_obs(normalize(obs)))  # noqa: E731
+
+        def step(carry, key):
+            env_state, discount, ret = carry
+            noise_key, reset_key = jax.random.split(key)
+            mean, log_std = self.actor.apply(actor_params, actor_obs(normalize(env_state.obs)))
+            action = mean + jnp.exp(log_std) * jax.random.normal(noise_key, mean.shape)
+            next_state = self.env.step(env_state, action)
+            done, truncation = next_state.done, next_state.info["truncation"]
+            next_value = target_value(next_state.obs)  # pre-reset observation
+            ret = ret + discount * next_state.reward
+            ret = ret + jnp.where(done, discount * c.gamma * truncation * next_value, 0.0)
+            discount = jnp.where(done, 1.0, discount * c.gamma)
+            record = {
+                "obs": jax.lax.stop_gradient(env_state.obs),
+                "critic_obs": jax.lax.stop_gradient(critic_obs(normalize(env_state.obs))),
+                "reward": jax.lax.stop_gradient(next_state.reward),
+                "next_value": jax.lax.stop_gradient(next_value),
+                "done": done,
+                "truncation": truncation,
+                "metrics": jax.lax.stop_gradient(next_state.metrics),
+            }
+            return (self._reset_done(next_state, reset_key), discount, ret), record
+
+        n = c.num_envs
+        init = (env_state, jnp.ones(n), jnp.zeros(n))
+        (env_state, discount, ret), traj = jax.lax.scan(step, init, jax.random.split(key, c.horizon))
+        last_done = traj["done"][-1]
+        ret = ret + jnp.where(last_done, 0.0, discount * target_value(env_state.obs))
+        loss = -jnp.mean(ret) / c.horizon
+        return loss, (jax.lax.stop_gradient(env_state), traj)
+
+    def _reset_done(self, state: envs.State, key: jax.Array) -> envs.State:
+        """Fresh episodes where ``done``; the reset cuts the gradient (nothing flows from it)."""
+        fresh = self.env.reset(jax.random.split(key, self.config.num_envs))
+
+        def pick(new, old):
+            done = state.done.reshape((-1,) + (1,) * (old.ndim - 1))
+            return jnp.where(done > 0, new, old)
+
+        return jax.tree.map(pick, fresh, state)
+
+    def _fit_critic(self, ts: TrainState, obs, targets: jax.Array, key: jax.Array):
+        c = self.config
+        flat_obs = obs.reshape(-1, obs.shape[-1])
+        flat_targets = targets.reshape(-1)
+        size = flat_targets.shape[0] // c.critic_minibatches
+
+        def loss_fn(params, x, y):
+            return jnp.mean((self.critic.apply(params, x) - y) ** 2)
+
+        def epoch(carry, key):
+            perm = jax.random.permutation(key, flat_targets.shape[0]).reshape(c.critic_minibatches, size)
+
+            def minibatch(carry, idx):
+                params, opt, ok, _ = carry
+                loss, grads = jax.value_and_grad(loss_fn)(params, flat_obs[idx], flat_targets[idx])
+                params, opt, step_ok = _guarded_step(self.critic_optimizer, grads, params, opt)
+                return (params, opt, ok & step_ok, loss), None
+
+            carry, _ = jax.lax.scan(minibatch, carry, perm)
+            return carry, None
+
+        init = (ts.critic_params, ts.critic_opt, jnp.array(True), jnp.zeros(()))
+        (params, opt, ok, loss), _ = jax.lax.scan(epoch, init, jax.random.split(key, c.critic_epochs))
+        return params, opt, loss, ok
+
+
+def td_lambda_targets(
+    rewards: jax.Array, next_values: jax.Array, dones: jax.Array, truncations: jax.Array, gamma: float, lam: float
+) -> jax.Array:
+    """TD(lambda) returns over a (T, N) window, computed backward.
+
+    ``next_values[t]`` is the (target) value of the observation after step t, before any reset.
+    A terminated step bootstraps nothing, a truncated one bootstraps its value, and the last
+    step of the window bootstraps fully.
+    """
+
+    def backward(next_return, x):
+        reward, next_value, done, truncation = x
+        cont = reward + gamma * ((1 - lam) * next_value + lam * next_return)
+        end = reward + gamma * truncation * next_value
+        g = jnp.where(done > 0, end, cont)
+        return g, g
+
+    last = rewards[-1] + gamma * jnp.where(dones[-1] > 0, truncations[-1], 1.0) * next_values[-1]
+    _, rest = jax.lax.scan(backward, last, (rewards[:-1], next_values[:-1], dones[:-1], truncations[:-1]), reverse=True)
+    return jnp.concatenate([rest, last[None]], axis=0)
+
+
+def _optimizer(lr: float, c: SHACConfig) -> optax.GradientTransformation:
+    schedule = optax.linear_schedule(lr, 0.1 * lr, c.iterations) if c.lr_decay else lr
+    return optax.chain(optax.clip_by_global_norm(c.max_grad_norm), optax.adam(schedule, b1=0.7, b2=0.95))
+
+
+def _guarded_step(optimizer: optax.GradientTransformation, grads, params, opt_state):
+    """Apply the update only when every gradient entry is finite; otherwise keep everything."""
+    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+    safe_grads = jax.tree.map(lambda g: jnp.where(finite, g, 0.0), grads)
+    updates, new_opt = optimizer.update(safe_grads, opt_state, params)
+    new_params = optax.apply_updates(params, updates)
+    keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
+    return jax.tree.map(keep, new_params, params), jax.tree.map(keep, new_opt, opt_state), finite
+
+
+def make_env(task: envs.Env, num_envs: int, episode_length: int, randomization_fn: Callable | None = None) -> envs.Env:
+    """Vmapped (optionally domain-randomized) and episode-wrapped, without Brax's auto-reset,
+    so the pre-reset observation stays available for truncation bootstrapping."""
+    from brax.envs.wrappers import training
+
+    if randomization_fn is None:
+        env = training.VmapWrapper(task)
+    else:
+        env = training.DomainRandomizationVmapWrapper(task, randomization_fn)
+    return training.EpisodeWrapper(env, episode_length, action_repeat=1)

@@ -1,0 +1,127 @@
+"""The velocity task: shapes, stability, events, Brax compatibility, config errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from brax.envs.wrappers import training
+
+from smoothloco.tasks import OBS_SIZE, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig, randomize
+from smoothloco.tasks.config import CommandConfig
+
+QUIET = dict(pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))
+
+
+def _rollout(env, state, actions):
+    def body(s, a):
+        s = env.step(s, a)
+        return s, (s.obs, s.reward, s.done, s.pipeline_state.q, s.pipeline_state.v, s.info["command"])
+
+    return jax.lax.scan(body, state, actions)
+
+
+@pytest.mark.parametrize("contact", ["hard", "smooth", "soft"])
+def test_random_actions_stay_finite(contact):
+    # The explicit soft penalty needs a smaller step than the impulse models (DESIGN.md).
+    task = VelocityTask(VelocityTaskConfig(contact=contact, sim_dt=0.0025 if contact == "soft" else 0.005))
+    keys = jax.random.split(jax.random.PRNGKey(1), 64)
+    env = training.wrap(task, episode_length=1000, randomization_fn=lambda sys: randomize(sys, keys))
+    state = jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 64))
+    assert state.obs.shape == (64, OBS_SIZE)
+    actions = jax.random.uniform(jax.random.PRNGKey(2), (1000, 64, 12), minval=-1, maxval=1)
+    final, (obs, reward, done, q, v, _) = jax.jit(_rollout, static_argnums=0)(env, state, actions)
+    for name, x in (("obs", obs), ("reward", reward), ("q", q), ("v", v)):
+        assert np.all(np.isfinite(np.asarray(x))), f"non-finite {name}"
+    assert float(np.abs(np.asarray(v)).max()) < 100.0  # no silent blow-up either
+    assert 0 < float(np.asarray(done).mean()) < 0.5  # random flailing falls sometimes, not always
+
+
+@pytest.mark.parametrize("contact", ["hard", "smooth"])
+def test_zero_action_stands_ten_seconds(contact):
+    task = VelocityTask(VelocityTaskConfig(contact=contact, **QUIET))
+    state = task.reset(jax.random.PRNGKey(0))
+    _, (_, _, done, q, v, _) = jax.jit(_rollout, static_argnums=0)(task, state, jnp.zeros((500, 12)))
+    assert float(np.asarray(done).max()) == 0.0
+    assert 0.45 < float(q[-1, 2]) < 0.56
+    assert float(np.abs(np.asarray(v[-50:])).max()) < 0.05
+
+
+def test_pushes_and_command_changes_happen_on_schedule():
+    config = VelocityTaskConfig(
+        pushes=PushConfig(enabled=True, max_speed=1.0, interval_seconds=(0.2, 0.2)),
+        commands=CommandConfig(resample_seconds=(0.1, 0.1), zero_probability=0.0),
+        randomization=RandomizationConfig(enabled=False),
+    )
+    task = VelocityTask(config)
+    state = task.reset(jax.random.PRNGKey(0))
+    state, (_, _, _, _, v, command) = jax.jit(_rollout, static_argnums=0)(task, state, jnp.zeros((20, 12)))
+    assert int(state.info["pushes"]) == 2  # every 10 control steps
+    assert int(state.info["command_changes"]) == 4  # every 5 control steps
+    jump = np.linalg.norm(np.diff(np.asarray(v[:, :2]), axis=0), axis=1)
+    assert jump[8] > 10 * np.median(jump)  # the kick at step 10 shows in the base velocity
+    assert len({tuple(np.round(c, 5)) for c in np.asarray(command)}) == 5
+
+
+def test_termination_and_truncation():
+    tipped = VelocityTask(VelocityTaskConfig(min_base_height=0.7, **QUIET))  # standing counts as fallen
+    state = jax.jit(tipped.step)(tipped.reset(jax.random.PRNGKey(0)), jnp.zeros(12))
+    assert float(state.done) == 1.0
+
+    env = training.EpisodeWrapper(training.VmapWrapper(VelocityTask(VelocityTaskConfig(**QUIET))), 5, 1)
+    state = env.reset(jax.random.split(jax.random.PRNGKey(0), 2))
+    step = jax.jit(env.step)
+    flags = []
+    for _ in range(5):
+        state = step(state, jnp.zeros((2, 12)))
+        flags.append((float(state.done[0]), float(state.info["truncation"][0])))
+    assert flags[:4] == [(0.0, 0.0)] * 4 and flags[4] == (1.0, 1.0)  # time limit is a truncation
+
+
+def test_resets_cut_the_gradient_steps_do_not():
+    task = VelocityTask(VelocityTaskConfig(**QUIET))
+    state = task.reset(jax.random.PRNGKey(0))
+
+    def reward_after(actions):
+        s, (_, r, *_) = _rollout(task, state, actions)
+        return r.sum()
+
+    grad = jax.jit(jax.grad(reward_after))(jnp.zeros((2, 12)))
+    assert float(jnp.abs(grad).sum()) > 0.0  # rewards depend on actions through the simulator
+    fresh = jax.grad(lambda a: task.reset(jax.random.PRNGKey(1)).obs.sum() + 0.0 * a.sum())(jnp.zeros(12))
+    assert float(jnp.abs(fresh).sum()) == 0.0
+
+
+def test_brax_ppo_runs_on_the_task():
+    from brax.training.agents.ppo import train as ppo
+
+    task = VelocityTask(VelocityTaskConfig(**QUIET))
+    _, params, metrics = ppo.train(
+        environment=task,
+        num_timesteps=2048,
+        episode_length=32,
+        num_envs=8,
+        num_eval_envs=2,
+        batch_size=8,
+        num_minibatches=2,
+        unroll_length=8,
+        num_updates_per_batch=1,
+        num_evals=1,
+        seed=0,
+    )
+    assert np.isfinite(float(metrics["eval/episode_reward"]))
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda: CommandConfig(lin_vel_x=(1.0, -1.0)), "low <= high"),
+        (lambda: VelocityTaskConfig(reward_weights={"tracking_lin_vel": 1.0, "dance": 2.0}), "unknown reward terms \\['dance'\\]"),
+        (lambda: VelocityTaskConfig(control_dt=0.02, sim_dt=0.05), "whole number >= 1"),
+        (lambda: VelocityTaskConfig(contact="rigid"), "accepted: hard, smooth, soft"),
+        (lambda: PushConfig(max_speed=-1.0), "max_speed must be >= 0"),
+        (lambda: RandomizationConfig(friction=(-0.1, 1.0)), "must not go below 0"),
+    ],
+)
+def test_bad_task_config(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
