@@ -1,0 +1,90 @@
+"""SHAC end to end on a small batch: learning, exact resume, device-count invariance."""
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from smoothloco.parallel import replicated, shard_batch
+from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+from smoothloco.train import checkpoint
+from smoothloco.train.shac import SHAC, SHACConfig, make_env
+
+CONFIG = SHACConfig(
+    num_envs=32, horizon=16, iterations=30, critic_epochs=2, critic_minibatches=4, actor_hidden=(64, 64), critic_hidden=(64, 64)
+)
+
+
+@pytest.fixture(scope="module")
+def algo():
+    task = VelocityTask(VelocityTaskConfig(pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False)))
+    shac = SHAC(make_env(task, CONFIG.num_envs, CONFIG.episode_length), CONFIG)
+    return shac, jax.jit(shac.init), jax.jit(shac.update)
+
+
+def _leaves_close(a, b, atol):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol, rtol=0)
+
+
+def _relative_difference(a, b) -> float:
+    diff = sum(float(np.sum((np.asarray(x) - np.asarray(y)) ** 2)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    norm = sum(float(np.sum(np.asarray(x) ** 2)) for x in jax.tree.leaves(a))
+    return (diff / norm) ** 0.5
+
+
+def test_shac_improves_return(algo):
+    """Reward per control step of the first iteration vs the last five. Measured on this
+    machine: about -0.06 at the start and above -0.01 after 30 iterations (the initial policy
+    falls and is penalized; the trained one stays up). The threshold asks for half of that gain."""
+    _, init, update = algo
+    ts, env_state = init(jax.random.PRNGKey(0))
+    rewards = []
+    for _ in range(CONFIG.iterations):
+        ts, env_state, metrics = update(ts, env_state)
+        rewards.append(float(metrics["reward_per_step"]))
+    first, last = rewards[0], float(np.mean(rewards[-5:]))
+    print(f"reward per step: first {first:+.4f}, last five {last:+.4f}")
+    assert int(ts.skipped_updates) == 0
+    assert last - first > 0.02
+
+
+def test_resume_gives_the_identical_next_update(algo, tmp_path: Path):
+    _, init, update = algo
+    ts, env_state = init(jax.random.PRNGKey(1))
+    ts, env_state, _ = update(ts, env_state)
+    checkpoint.save(tmp_path / "ckpt.msgpack", (ts, env_state))
+    straight, _, _ = update(ts, env_state)
+
+    template = init(jax.random.PRNGKey(99))
+    restored_ts, restored_env = checkpoint.load(tmp_path / "ckpt.msgpack", template)
+    resumed, _, _ = update(restored_ts, restored_env)
+    _leaves_close(straight, resumed, atol=0.0)
+
+
+def test_corrupt_checkpoint_is_refused(algo, tmp_path: Path):
+    _, init, _ = algo
+    path = tmp_path / "ckpt.msgpack"
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt"):
+        checkpoint.load(path, init(jax.random.PRNGKey(0)))
+    assert path.read_bytes() == b"not a checkpoint"
+    with pytest.raises(checkpoint.CheckpointError, match="no checkpoint"):
+        checkpoint.load(tmp_path / "missing.msgpack", init(jax.random.PRNGKey(0)))
+
+
+def test_one_and_two_devices_give_the_same_update(algo):
+    assert jax.local_device_count() == 2, "tests run with two host devices (conftest)"
+    _, init, update = algo
+    ts, env_state = init(jax.random.PRNGKey(2))
+    one = jax.devices()[:1]
+    ts1, _, _ = update(jax.device_put(ts, replicated(one)), shard_batch(env_state, one))
+    ts2, _, _ = update(jax.device_put(ts, replicated()), shard_batch(env_state))
+    # Sharding changes the order of float32 reductions; 64 contact-rich simulation steps
+    # amplify that in a few entries (measured: 1 of 3072 actor weights off by 2e-3, the rest
+    # < 1e-4), so the check is on the whole update: relative difference < 1e-3.
+    for one_dev, two_dev in ((ts1.actor_params, ts2.actor_params), (ts1.critic_params, ts2.critic_params)):
+        assert _relative_difference(one_dev, two_dev) < 1e-3
+    updated = _relative_difference(ts1.actor_params, ts.actor_params)
+    assert updated > 1e-3  # the update itself is much larger than the device discrepancy
