@@ -13,7 +13,7 @@ from smoothloco.train.cli import config_from_args
 def test_flags_reach_the_config():
     args = build_parser().parse_args(
         ["train", "--shac.horizon", "16", "--task.contact", "hard", "--task.commands.lin_vel_x=-0.5,0.5",
-         "--task.reward_weights.torques", "-1e-4", "--out", "runs/x"]
+         "--task.reward_weights.torques=-1e-4", "--out", "runs/x"]
     )
     config = config_from_args(args)
     assert config.shac.horizon == 16 and config.task.contact == "hard"

@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
     parser = sub.add_parser(
         "train",
         help="train a velocity-tracking policy with SHAC (defaults: smooth contact, pushes, randomization)",
-        description="Train with SHAC. Every setting is a flag; values shown are the defaults.",
+        description="Train with SHAC. Every setting is a flag; values shown are the defaults. Write negative values as --flag=-0.5.",
     )
     parser.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its last checkpoint")
     parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
