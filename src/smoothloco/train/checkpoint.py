@@ -45,3 +45,13 @@ def load(path: Path, template: Any) -> Any:
         return serialization.from_bytes(template, path.read_bytes())
     except Exception as exc:  # msgpack and structure errors have many types
         raise CheckpointError(f"checkpoint {path} is corrupt or from a different configuration: {exc}") from exc
+
+
+def load_raw(path: Path) -> dict:
+    """The checkpoint as nested dicts of arrays (no template needed), for reading parts of it."""
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        return serialization.msgpack_restore(path.read_bytes())
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path} is corrupt: {exc}") from exc

@@ -106,7 +106,7 @@ def config_from_args(args: argparse.Namespace):
 def run_train(args: argparse.Namespace) -> int:
     import json
 
-    from smoothloco.train.runner import RunConfig, TrainConfig, train
+    from smoothloco.train.runner import TrainConfig, train
 
     try:
         if args.resume:
@@ -116,7 +116,7 @@ def run_train(args: argparse.Namespace) -> int:
                 print(f"error: --resume {run_dir}: no config.json there (not a run folder)", file=sys.stderr)
                 return 2
             saved = json.loads(config_file.read_text())
-            config = _config_from_saved(saved)
+            config = TrainConfig.from_dict(saved)
         else:
             config = config_from_args(args)
     except (ValueError, TypeError) as exc:
@@ -130,17 +130,6 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def _config_from_saved(saved: dict):
-    from smoothloco.tasks.config import CommandConfig, PushConfig, RandomizationConfig
-    from smoothloco.train.runner import RunConfig, TrainConfig
-
-    task = dict(saved["task"])
-    for key, cls in (("commands", CommandConfig), ("pushes", PushConfig), ("randomization", RandomizationConfig)):
-        task[key] = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in task[key].items()})
-    shac = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["shac"].items()}
-    return TrainConfig(task=VelocityTaskConfig(**task), shac=SHACConfig(**shac), run=RunConfig(**saved["run"]))
 
 
 __all__ = ["add_parser", "DEFAULT_REWARD_WEIGHTS"]

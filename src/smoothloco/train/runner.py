@@ -19,6 +19,9 @@ from smoothloco.evaluate import evaluate_commands
 from smoothloco.parallel import replicated, shard_batch
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig, randomize
 from smoothloco.train import checkpoint
+from brax.training.acme import running_statistics, specs
+
+from smoothloco.train.networks import actor_obs as actor_obs_of
 from smoothloco.train.networks import make_policy_factory
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
 
@@ -42,6 +45,68 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return {"task": self.task.to_dict(), "shac": self.shac.to_dict(), "run": self.run.__dict__}
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> "TrainConfig":
+        """Inverse of ``to_dict`` (JSON turns tuples into lists; the configs validate again)."""
+        from smoothloco.tasks.config import CommandConfig, PushConfig, RandomizationConfig
+
+        untuple = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
+        task = untuple(saved["task"])
+        for key, sub in (("commands", CommandConfig), ("pushes", PushConfig), ("randomization", RandomizationConfig)):
+            task[key] = sub(**untuple(saved["task"][key]))
+        return cls(
+            task=VelocityTaskConfig(**task), shac=SHACConfig(**untuple(saved["shac"])), run=RunConfig(**saved["run"])
+        )
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A finished or interrupted run, read back from its folder: what export, play and eval need."""
+
+    run_dir: Path
+    config: TrainConfig
+    make_policy: Callable
+    params: tuple  # (observation normalizer, actor parameters)
+    iteration: int
+    env_steps: int
+
+    def policy(self, deterministic: bool = True) -> Callable:
+        return self.make_policy(self.params, deterministic=deterministic)
+
+
+def load_run(run_dir: str | Path) -> LoadedRun:
+    """Read ``config.json`` and the policy part of ``checkpoint.msgpack`` without building the
+    training environment; a clear error if the folder is not a run."""
+    from flax import serialization
+
+    from smoothloco.train.networks import Actor
+
+    run_dir = Path(run_dir)
+    config_file, ckpt_path = run_dir / "config.json", run_dir / checkpoint.CHECKPOINT_NAME
+    if not config_file.is_file():
+        raise checkpoint.CheckpointError(f"{run_dir} is not a run folder: no config.json")
+    config = TrainConfig.from_dict(json.loads(config_file.read_text()))
+    c = config.shac
+    task = VelocityTask(config.task)
+    actor = Actor(c.actor_hidden, task.action_size, c.init_log_std)
+    size = task.observation_size
+    obs = {k: np.zeros(v, np.float32) for k, v in size.items()} if isinstance(size, dict) else np.zeros(size, np.float32)
+    actor_template = actor.init(jax.random.PRNGKey(0), actor_obs_of(obs))
+    normalizer_template = running_statistics.init_state(
+        jax.tree.map(lambda x: specs.Array(x.shape, np.float32), obs)
+    )
+    raw = checkpoint.load_raw(ckpt_path)
+    try:
+        train_state = raw["0"]
+        params = (
+            serialization.from_state_dict(normalizer_template, train_state["normalizer"]),
+            serialization.from_state_dict(actor_template, train_state["actor_params"]),
+        )
+        iteration, env_steps = int(train_state["iteration"]), int(train_state["env_steps"])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise checkpoint.CheckpointError(f"checkpoint {ckpt_path} does not match {config_file}: {exc}") from exc
+    return LoadedRun(run_dir, config, make_policy_factory(actor), params, iteration, env_steps)
 
 
 class _StopRequested:

@@ -1,0 +1,45 @@
+"""Reading a run folder back: the policy from ``load_run`` is the policy that was saved."""
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from smoothloco.tasks import VelocityTask
+from smoothloco.train import checkpoint
+from smoothloco.train.networks import make_policy_factory
+from smoothloco.train.runner import TrainConfig, load_run
+from smoothloco.train.shac import SHAC, SHACConfig, make_env
+
+
+def write_untrained_run(run_dir: Path, shac: SHACConfig, seed: int = 0) -> tuple:
+    """A run folder as ``train`` leaves it, holding the initial parameters (no training)."""
+    config = TrainConfig(shac=shac)
+    algo = SHAC(make_env(VelocityTask(config.task), shac.num_envs, shac.episode_length), shac)
+    train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(seed))
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    checkpoint.save(run_dir / checkpoint.CHECKPOINT_NAME, (train_state, env_state))
+    return make_policy_factory(algo.actor)((train_state.normalizer, train_state.actor_params)), env_state.obs
+
+
+def test_load_run_restores_config_and_policy(tmp_path: Path):
+    shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(16, 16), seed=3)
+    saved_policy, obs = write_untrained_run(tmp_path / "run", shac)
+    run = load_run(tmp_path / "run")
+    assert run.config.shac == shac and run.iteration == 0
+    obs = obs + jax.random.normal(jax.random.PRNGKey(1), obs.shape)
+    np.testing.assert_array_equal(np.asarray(run.policy()(obs, None)[0]), np.asarray(saved_policy(obs, None)[0]))
+
+
+def test_load_run_rejects_a_folder_that_is_not_a_run(tmp_path: Path):
+    with pytest.raises(checkpoint.CheckpointError, match="no config.json"):
+        load_run(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(TrainConfig().to_dict()))
+    with pytest.raises(checkpoint.CheckpointError, match="no checkpoint"):
+        load_run(tmp_path)
+    (tmp_path / checkpoint.CHECKPOINT_NAME).write_bytes(b"not msgpack")
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt"):
+        load_run(tmp_path)
