@@ -187,3 +187,59 @@ def bench_task(batch: int = 256, steps: int = 50, window: int = 32, repeats: int
 
 
 TASK_ROWS = [(f"{m}_{kind}", f"task, {m}, {label}") for m in ("smooth", "hard", "soft") for kind, label in (("forward", "forward"), ("grad", "forward+grad (32 steps)"))]
+
+
+def gait_targets(
+    robot: RobotSpec, seconds: float, control_dt: float, frequency: float = 1.5, amplitude: float = 1.0
+) -> np.ndarray:
+    """Joint targets of a trot-like motion, held for each control period: thighs and knees of
+    diagonal leg pairs swing in antiphase, so feet lift off, land and push."""
+    t = np.arange(int(round(seconds / control_dt))) * control_dt
+    phase = 2 * np.pi * frequency * t[:, None] + np.array([0.0, np.pi, np.pi, 0.0])[None]  # LF, RF, LH, RH
+    offsets = np.zeros((t.size, 4, 3))
+    offsets[..., 1] = 0.3 * amplitude * np.sin(phase)
+    offsets[..., 2] = -0.5 * amplitude * np.maximum(np.sin(phase), 0.0)
+    return robot.default_pose[None] + offsets.reshape(t.size, 12)
+
+
+def sweep_sim_dt(
+    dts: tuple[float, ...] = (0.01, 0.005, 0.004, 0.0025, 0.002, 0.001),
+    reference_dt: float = 0.00025,
+    seconds: float = 1.0,
+    gaits: int = 8,
+) -> list[dict]:
+    """Faithfulness of ``hard`` contact against step size: a batch of trot-like gaits (varied
+    frequency and amplitude) at each ``dt`` compared with a much smaller reference step. Over
+    longer times open-loop gaits diverge chaotically, so the window is short (1 s)."""
+    robot = anymal_c()
+    control_dt = 0.02
+    rng = np.random.default_rng(0)
+    targets = np.stack(
+        [gait_targets(robot, seconds, control_dt, rng.uniform(1.0, 2.0), rng.uniform(0.5, 1.0)) for _ in range(gaits)]
+    )
+
+    def run(dt: float):
+        sim = make_sim(robot, contact="hard", dt=dt)
+        per_control = int(round(control_dt / dt))
+        per_step = jnp.asarray(np.repeat(targets, per_control, axis=1))
+        _, (states, info) = jax.jit(jax.vmap(lambda t: rollout(sim, initial_state(robot), t)))(per_step)
+        q = np.asarray(states.q)[:, per_control - 1 :: per_control]  # state at each control boundary
+        depth = -np.asarray(info.gap)
+        return q, float(depth[depth > 0].mean()), float(depth.max())
+
+    reference, *_ = run(reference_dt)
+    results = []
+    for dt in dts:
+        q, mean_depth, max_depth = run(dt)
+        angle = 2 * np.arccos(np.clip(np.abs(np.sum(q[..., 3:7] * reference[..., 3:7], -1)), 0.0, 1.0))
+        results.append(
+            {
+                "dt": dt,
+                "base_position_rms_m": float(np.sqrt(np.mean(np.sum((q[..., :3] - reference[..., :3]) ** 2, -1)))),
+                "orientation_rms_rad": float(np.sqrt(np.mean(angle**2))),
+                "mean_penetration_in_contact_m": mean_depth,
+                "max_penetration_m": max_depth,
+                "reference_dt": reference_dt,
+            }
+        )
+    return results

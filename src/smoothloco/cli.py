@@ -1,4 +1,4 @@
-"""Command line: ``smoothloco train / bench``.
+"""Command line: ``smoothloco train / export / play / bench``.
 
 JAX is imported inside the commands, after the host devices are requested, so that on a CPU
 machine every core gets a device of its own.
@@ -17,6 +17,19 @@ from smoothloco.parallel import request_host_devices
 def _bench(args: argparse.Namespace) -> int:
     from smoothloco import bench
 
+    if args.target == "dt":
+        rows = bench.sweep_sim_dt()
+        print(f"hard contact, trot-like gaits, 1 s, against dt = {rows[0]['reference_dt']} s")
+        print("| dt (ms) | base position RMS (cm) | orientation RMS (rad) | mean penetration (mm) | max penetration (mm) |")
+        print("|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(
+                f"| {r['dt'] * 1e3:g} | {r['base_position_rms_m'] * 100:.2f} | {r['orientation_rms_rad']:.3f} "
+                f"| {r['mean_penetration_in_contact_m'] * 1e3:.1f} | {r['max_penetration_m'] * 1e3:.1f} |"
+            )
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2))
+        return 0
     if args.target == "sim":
         results = bench.bench_sim(batch=args.batch, steps=args.steps, repeats=args.repeats)
         table = bench.format_table(results, bench.SIM_ROWS)
@@ -40,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     bench = sub.add_parser("bench", help="throughput of the simulator or the task, printed as a table")
-    bench.add_argument("target", choices=["sim", "task"], help="what to measure")
+    bench.add_argument(
+        "target", choices=["sim", "task", "dt"], help="what to measure (dt: hard-contact accuracy against the step size)"
+    )
     bench.add_argument("--batch", type=int, default=256, help="environments in the batch (default 256)")
     bench.add_argument("--steps", type=int, default=100, help="steps per timed forward rollout (default 100)")
     bench.add_argument("--repeats", type=int, default=3, help="timed repetitions after the compiling call")
@@ -50,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     from smoothloco.train import cli as train_cli
 
     train_cli.add_parser(sub)
+    from smoothloco.deploy import cli as deploy_cli
+
+    deploy_cli.add_parser(sub)
     return parser
 
 

@@ -44,6 +44,10 @@ class SHACConfig:
     critic_hidden: tuple[int, ...] = (128, 128)
     init_log_std: float = -1.0
     episode_length: int = 1000  # control steps (20 s at 50 Hz)
+    # Smooth-contact sharpness (1/m) from start to end, geometric over the run; () keeps the
+    # task's fixed value. A soft start gives the actor gradients from feet that are still in the
+    # air; the end value is what the policy finally trains on.
+    sharpness_schedule: tuple[float, ...] = ()
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -56,6 +60,8 @@ class SHACConfig:
         for name in ("actor_lr", "critic_lr", "max_grad_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"shac.{name} must be > 0, got {getattr(self, name)}")
+        if self.sharpness_schedule and (len(self.sharpness_schedule) != 2 or min(self.sharpness_schedule) <= 0):
+            raise ValueError(f"shac.sharpness_schedule must be two values > 0 (start,end), got {self.sharpness_schedule}")
         if (self.num_envs * self.horizon) % self.critic_minibatches:
             raise ValueError("shac.num_envs * shac.horizon must divide into shac.critic_minibatches")
 
@@ -121,6 +127,9 @@ class SHAC:
         c = self.config
         rng, actor_key, critic_key = jax.random.split(ts.rng, 3)
         env_state = jax.lax.stop_gradient(env_state)  # the window starts here; nothing flows back
+        if c.sharpness_schedule:
+            sharpness = jnp.full(c.num_envs, self.sharpness(ts.iteration))
+            env_state = env_state.replace(info={**env_state.info, "sharpness": sharpness})
 
         (loss, (env_state, traj)), grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
             ts.actor_params, ts, env_state, actor_key
@@ -154,9 +163,15 @@ class SHAC:
             "value_mean": jnp.mean(targets),
             "skipped_updates": ts.skipped_updates,
             "action_std": jnp.mean(jnp.exp(actor_params["params"]["log_std"])),
+            "sharpness": jnp.mean(env_state.info["sharpness"]),
             **{k: jnp.mean(v) for k, v in traj["metrics"].items()},
         }
         return ts, env_state, metrics
+
+    def sharpness(self, iteration: jax.Array) -> jax.Array:
+        start, end = self.config.sharpness_schedule
+        progress = jnp.clip(iteration / max(self.config.iterations - 1, 1), 0.0, 1.0)
+        return start * (end / start) ** progress
 
     def _actor_loss(self, actor_params, ts: TrainState, env_state: envs.State, key: jax.Array):
         c = self.config
@@ -196,6 +211,7 @@ class SHAC:
     def _reset_done(self, state: envs.State, key: jax.Array) -> envs.State:
         """Fresh episodes where ``done``; the reset cuts the gradient (nothing flows from it)."""
         fresh = self.env.reset(jax.random.split(key, self.config.num_envs))
+        fresh = fresh.replace(info={**fresh.info, "sharpness": state.info["sharpness"]})  # keep the schedule's value
 
         def pick(new, old):
             done = state.done.reshape((-1,) + (1,) * (old.ndim - 1))
