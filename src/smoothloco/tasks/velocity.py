@@ -36,6 +36,13 @@ PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact
 COMMAND_SCALE = (2.0, 2.0, 0.25)
 
 
+def observation_scales() -> np.ndarray:
+    """Scale of each observation entry: OBS_LAYOUT's, with the command scaled per axis."""
+    scales = np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
+    scales[12:15] = COMMAND_SCALE
+    return scales
+
+
 class VelocityTask(Env):
     """Follow a commanded forward, lateral and yaw velocity; pushed and randomized."""
 
@@ -47,9 +54,7 @@ class VelocityTask(Env):
         self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
         self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
-        scales = np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
-        scales[12:15] = COMMAND_SCALE
-        self._obs_scale = jnp.asarray(scales, jnp.float32)
+        self._obs_scale = jnp.asarray(observation_scales(), jnp.float32)
         self._obs_noise = jnp.asarray(np.concatenate([np.full(size, n) for _, size, _, n in OBS_LAYOUT]), jnp.float32)
 
     # -- Brax Env interface -------------------------------------------------------------

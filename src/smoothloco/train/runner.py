@@ -266,6 +266,9 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
     ]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(run_dir, history)
+    from smoothloco.deploy.cli import deploy_after_training
+
+    deploy_after_training(run_dir)
 
 
 def _plot(run_dir: Path, history: list[dict]) -> None:

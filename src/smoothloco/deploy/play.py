@@ -1,0 +1,138 @@
+"""Watch a run's policy: in MuJoCo through the exported artifacts (``sim="mujoco"``), or in our
+own simulator with one of its contact models, as a trajectory file and a captioned video."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from smoothloco.deploy.player import FRAME_RATE, Command, Player, Push, command_schedule
+from smoothloco.deploy.render import Clip, render_video
+from smoothloco.sim import CONTACT_MODELS
+
+SIMS = ("mujoco", *CONTACT_MODELS)
+# Stand, walk forward, side-step, turn: a few seconds of everything the task trains.
+DEFAULT_COMMANDS: tuple[Command, ...] = ((0.0, 0.0, 0.0, 0.0), (1.0, 0.5, 0.0, 0.0), (4.0, 0.0, 0.3, 0.0), (7.0, 0.0, 0.0, 0.5))
+
+
+@dataclass(frozen=True)
+class PlayResult:
+    trajectory: Path  # .npz of the trajectory arrays
+    video: Path | None  # None when offscreen rendering is unavailable
+
+
+def play(
+    run_dir: str | Path,
+    sim: str = "mujoco",
+    commands: Sequence[Command] = DEFAULT_COMMANDS,
+    pushes: Sequence[Push] = (),
+    seconds: float = 10.0,
+    out: str | Path | None = None,
+) -> PlayResult:
+    """Run the policy of ``run_dir`` and write ``out`` (default ``RUN/play-<sim>.mp4``) and a ``.npz``."""
+    if sim not in SIMS:
+        raise ValueError(f"unknown simulator {sim!r}; accepted: {', '.join(SIMS)}")
+    run_dir = Path(run_dir)
+    out = Path(out) if out is not None else run_dir / f"play-{sim}.mp4"
+    if sim == "mujoco":
+        trajectory, clip = _play_mujoco(run_dir, commands, pushes, seconds)
+    else:
+        trajectory, clip = _play_ours(run_dir, sim, commands, pushes, seconds)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    trajectory_file = out.with_suffix(".npz")
+    np.savez(trajectory_file, **trajectory)
+    return PlayResult(trajectory_file, render_video(clip, out))
+
+
+def caption(sim: str, t: float, command: np.ndarray) -> str:
+    vx, vy, yaw = command
+    return f"{sim}  t {t:4.1f} s   command vx {vx:+.2f} m/s  vy {vy:+.2f} m/s  yaw {yaw:+.2f} rad/s"
+
+
+def exported(run_dir: Path) -> Path:
+    """The run's export folder, written first if missing or older than the checkpoint."""
+    from smoothloco.deploy.export import EXPORT_DIR, export_run
+    from smoothloco.train.checkpoint import CHECKPOINT_NAME
+
+    folder, checkpoint = run_dir / EXPORT_DIR, run_dir / CHECKPOINT_NAME
+    contract = folder / "policy.json"
+    if not contract.is_file() or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract.stat().st_mtime):
+        export_run(run_dir, folder)
+    return folder
+
+
+def _play_mujoco(run_dir: Path, commands: Sequence[Command], pushes: Sequence[Push], seconds: float) -> tuple[dict, Clip]:
+    export_dir = exported(run_dir)
+    player = Player(export_dir)
+    qpos, captions = [], []
+
+    def grab(model, data, command) -> None:
+        qpos.append(data.qpos.copy())
+        captions.append(caption("mujoco", data.time, command))
+
+    trajectory = player.run(commands=commands, seconds=seconds, pushes=pushes, frame_callback=grab)
+    xml = (export_dir / player.contract["robot"]["file"]).read_text()
+    return trajectory, Clip(xml, np.array(qpos), captions, FRAME_RATE)
+
+
+def _play_ours(run_dir: Path, contact: str, commands: Sequence[Command], pushes: Sequence[Push], seconds: float) -> tuple[dict, Clip]:
+    """The JAX policy in ``VelocityTask`` with ``contact``: no random commands, pushes, noise or
+    randomization; ``commands`` and ``pushes`` as given."""
+    import jax
+    import jax.numpy as jnp
+
+    from smoothloco.sim.rotation import rotate_inverse
+    from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
+    from smoothloco.train.runner import load_run
+
+    run = load_run(run_dir)
+    dt = run.config.task.control_dt
+    steps = max(1, round(seconds / dt))
+    times = np.arange(steps + 1) * dt
+    command_t = command_schedule(commands, times).astype(np.float32)
+    kick_t = np.zeros((steps, 2), np.float32)
+    for t, vx, vy in pushes:
+        if 0 <= t < steps * dt:
+            kick_t[min(round(t / dt), steps - 1)] += (vx, vy)
+    vx, vy, yaw = (float(c) for c in command_t[0])
+    # Collapsed command ranges make reset start with the first scheduled command.
+    fixed = CommandConfig(lin_vel_x=(vx, vx), lin_vel_y=(vy, vy), yaw_rate=(yaw, yaw), resample_seconds=(1e9, 1e9), zero_probability=0.0)
+    task = VelocityTask(
+        replace(run.config.task, contact=contact, obs_noise=0.0, commands=fixed,
+                pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))
+    )
+    policy = run.policy(deterministic=True)
+
+    def body(state, inputs):
+        next_command, kick = inputs
+        q, v = state.pipeline_state.q, state.pipeline_state.v
+        record = {
+            "qpos": q,
+            "qvel": v,
+            "base_pos": q[:3],
+            "base_lin_vel": rotate_inverse(q[3:7], v[:3]),
+            "base_ang_vel": v[3:6],
+            "gravity": rotate_inverse(q[3:7], jnp.array([0.0, 0.0, -1.0])),
+            "joint_pos": q[7:],
+            "joint_vel": v[6:],
+            "done": state.done > 0,
+        }
+        action = policy(state.obs, None)[0]
+        # The kick lands after the policy saw the state, so it shows in the next observation.
+        state = state.replace(pipeline_state=state.pipeline_state.replace(v=v.at[:2].add(kick)))
+        # The command for the next control period goes in before the step, whose observation carries it.
+        state = state.replace(info={**state.info, "command": next_command})
+        return task.step(state, action), record
+
+    def rollout(key, next_commands, kicks):
+        return jax.lax.scan(body, task.reset(key), (next_commands, kicks))[1]
+
+    records = jax.device_get(jax.jit(rollout)(jax.random.PRNGKey(0), command_t[1:], kick_t))
+    trajectory = {k: np.asarray(v, np.float64) for k, v in records.items() if k != "done"}
+    trajectory.update(time=times[:-1], command=command_t[:-1].astype(np.float64), fallen=np.logical_or.accumulate(records["done"]))
+    frames = np.minimum(np.round(np.arange(0.0, seconds, 1.0 / FRAME_RATE) / dt).astype(int), steps - 1)
+    captions = [caption(contact, times[i], command_t[i]) for i in frames]
+    return trajectory, Clip(task.robot.xml, trajectory["qpos"][frames], captions, FRAME_RATE)

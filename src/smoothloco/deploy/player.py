@@ -1,0 +1,437 @@
+"""Standalone MuJoCo player for an exported policy: ``policy.json`` + ``policy.onnx`` + ``robot.xml``.
+
+This file is the deployment contract's reference reader. It imports only numpy, mujoco,
+onnxruntime and the standard library (no JAX, no other smoothloco module), so it can be copied
+next to an export and run on a machine that has never seen this package.
+
+What it does at every control period (``timing.control_dt``): build the observation from the
+MuJoCo state exactly like ``smoothloco.tasks.velocity`` (same terms, order and scales), run the
+ONNX policy, set joint targets ``default_pose + action.scale * action``; at every simulation
+step (``timing.sim_dt``) apply PD torques ``kp (target - q) - kd q̇`` clipped at the torque limit.
+
+Contact is MuJoCo's own, with the full collision geometry of ``robot.xml``, made stiff:
+
+- ``opt.cone = mjCONE_ELLIPTIC``: the Coulomb cone itself, not its pyramid approximation.
+- ``opt.impratio = 100``: friction constraints 100x stiffer than normal ones, so a sticking
+  foot does not creep (MuJoCo's advice for elliptic cones).
+- ``solref = (2 * sim_dt, 1)``: critically damped with the shortest time constant MuJoCo keeps
+  stable at step ``sim_dt`` (its documentation asks for at least two steps); 10 ms at 5 ms.
+- ``solimp = (0.99, 0.999, 0.001, 0.5, 2)``: impedance close to 1 (little constraint softness)
+  reached within 1 mm of penetration.
+
+Typical use (the API the evaluation relies on)::
+
+    player = Player(export_dir)            # validates everything; raises PolicyContractError
+    traj = player.run(commands=[(0.0, 0.5, 0.0, 0.0)], seconds=10.0, pushes=[(5.0, 0.0, 0.8)])
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import mujoco
+import numpy as np
+import onnxruntime
+
+CONTRACT_FORMAT = "smoothloco-policy"
+CONTRACT_VERSION = 1
+FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
+
+SOLREF_STEPS = 2.0  # contact time constant in simulation steps
+SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
+IMPRATIO = 100.0
+
+# policy.json, field by field: a nested dict is a section, a type is a leaf. Anything else in
+# the file is an error, so a typo or a newer contract is refused instead of ignored.
+Schema = dict[str, Any]
+CONTRACT_SCHEMA: Schema = {
+    "format": str,
+    "version": int,
+    "observation": {"size": int, "terms": list},
+    "action": {"size": int, "scale": float},
+    "joints": {"names": list, "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
+    "timing": {"control_dt": float, "sim_dt": float},
+    "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list},
+    "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list, "initial_base_height": float},
+    "policy": {"file": str, "input": str, "output": str},
+    "source": dict,  # where the policy came from (run, algorithm, ...): informational, not checked
+}
+TERM_SCHEMA: Schema = {"name": str, "size": int, "scale": list, "description": str}
+
+Command = tuple[float, float, float, float]  # (start time s, vx m/s, vy m/s, yaw rate rad/s)
+Push = tuple[float, float, float]  # (time s, vx m/s, vy m/s) added to the base velocity
+FrameCallback = Callable[[mujoco.MjModel, mujoco.MjData, np.ndarray], None]
+
+
+class PolicyContractError(ValueError):
+    """The export folder does not describe a policy this player can run."""
+
+
+class _State:
+    """What an observation term may read: the MuJoCo state plus the controller's own memory."""
+
+    def __init__(self, player: "Player", data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray):
+        self.player, self.data, self.command, self.last_action = player, data, command, last_action
+
+    def to_body(self, world: np.ndarray) -> np.ndarray:
+        """A world-frame vector in the base frame."""
+        inverse = np.empty(4)
+        mujoco.mju_negQuat(inverse, self.data.qpos[3:7])
+        out = np.empty(3)
+        mujoco.mju_rotVecQuat(out, np.asarray(world, np.float64), inverse)
+        return out
+
+
+# Observation terms the player knows how to build, by name: (meaning, size, builder). The names
+# and meanings are those of ``smoothloco.tasks.velocity.OBS_LAYOUT``; the exporter refuses a
+# task term missing here, and a test checks the values against the task's observation.
+OBSERVATION_TERMS: dict[str, tuple[str, str, Callable[[_State], np.ndarray]]] = {
+    "base_lin_vel": ("base linear velocity, base frame (m/s)", "3", lambda s: s.to_body(s.data.qvel[0:3])),
+    "base_ang_vel": ("base angular velocity, base frame (rad/s)", "3", lambda s: s.data.qvel[3:6]),
+    "projected_gravity": ("unit gravity direction, base frame", "3", lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))),
+    "command": ("commanded vx, vy (m/s, base frame) and yaw rate (rad/s)", "3", lambda s: s.command),
+    "joint_pos": ("joint angles minus joints.default_pose (rad)", "joints", lambda s: s.data.qpos[s.player.qpos_ids] - s.player.default_pose),
+    "joint_vel": ("joint velocities (rad/s)", "joints", lambda s: s.data.qvel[s.player.dof_ids]),
+    "last_action": ("the policy's previous output", "joints", lambda s: s.last_action),
+}
+
+
+def _check_fields(value: Any, schema: Schema, where: str) -> None:
+    """Raise on a missing, unknown or mistyped field of ``value`` against ``schema``."""
+    if not isinstance(value, dict):
+        raise PolicyContractError(f"policy.json: {where or 'the file'} must be an object, got {type(value).__name__}")
+    prefix = f"{where}." if where else ""
+    missing = [k for k in schema if k not in value]
+    if missing:
+        raise PolicyContractError(f"policy.json: missing field {prefix}{missing[0]}; expected fields: {', '.join(schema)}")
+    unknown = [k for k in value if k not in schema]
+    if unknown:
+        raise PolicyContractError(f"policy.json: unknown field {prefix}{unknown[0]}; expected fields: {', '.join(schema)}")
+    for key, kind in schema.items():
+        if isinstance(kind, dict):
+            _check_fields(value[key], kind, prefix + key)
+            continue
+        ok = isinstance(value[key], kind) and not isinstance(value[key], bool)
+        if kind is float:  # JSON writes 1.0 as 1
+            ok = isinstance(value[key], (int, float)) and not isinstance(value[key], bool) and math.isfinite(value[key])
+        if not ok:
+            raise PolicyContractError(f"policy.json: {prefix}{key} must be {kind.__name__}, got {value[key]!r}")
+
+
+def _number_list(values: list, size: int, name: str) -> np.ndarray:
+    try:
+        out = np.asarray(values, np.float64)
+    except (TypeError, ValueError):
+        raise PolicyContractError(f"policy.json: {name} must be a list of numbers, got {values!r}") from None
+    if out.shape != (size,) or not np.all(np.isfinite(out)):
+        raise PolicyContractError(f"policy.json: {name} must hold {size} finite numbers, got {values!r}")
+    return out
+
+
+class Player:
+    """Runs an exported policy in MuJoCo; construction validates the whole export folder."""
+
+    def __init__(self, export_dir: str | Path):
+        self.export_dir = Path(export_dir)
+        contract_file = self.export_dir / "policy.json"
+        if not contract_file.is_file():
+            raise PolicyContractError(f"{self.export_dir} holds no policy.json (not a smoothloco export)")
+        try:
+            self.contract = json.loads(contract_file.read_text())
+        except json.JSONDecodeError as exc:
+            raise PolicyContractError(f"{contract_file} is not valid JSON: {exc}") from exc
+        _check_fields(self.contract, CONTRACT_SCHEMA, "")
+        c = self.contract
+        if c["format"] != CONTRACT_FORMAT or c["version"] != CONTRACT_VERSION:
+            raise PolicyContractError(
+                f"policy.json is {c['format']!r} version {c['version']}; this player reads {CONTRACT_FORMAT!r} version {CONTRACT_VERSION}"
+            )
+        self._load_robot(c["robot"], c["joints"], c["termination"])
+        self._load_timing(c["timing"])
+        self._load_observation(c["observation"], c["action"])
+        self._load_policy(c["policy"])
+
+    # -- validation ---------------------------------------------------------------------------
+    def _load_robot(self, robot: dict, joints: dict, termination: dict) -> None:
+        xml_file = self.export_dir / robot["file"]
+        if not xml_file.is_file():
+            raise PolicyContractError(f"robot model {xml_file} is missing")
+        found = hashlib.sha256(xml_file.read_bytes()).hexdigest()[:16]
+        if found != robot["model_hash"]:
+            raise PolicyContractError(
+                f"model hash mismatch: {xml_file.name} hashes to {found}, policy.json expects robot.model_hash "
+                f"{robot['model_hash']} (the policy was trained for another robot model)"
+            )
+        try:
+            model = mujoco.MjModel.from_xml_path(str(xml_file))
+        except ValueError as exc:
+            raise PolicyContractError(f"MuJoCo cannot load {xml_file}: {exc}") from exc
+
+        names = joints["names"]
+        n = len(names)
+        self.default_pose = _number_list(joints["default_pose"], n, "joints.default_pose")
+        self.kp = _number_list(joints["kp"], n, "joints.kp")
+        self.kd = _number_list(joints["kd"], n, "joints.kd")
+        self.torque_limit = _number_list(joints["torque_limit"], n, "joints.torque_limit")
+        hinges = {model.joint(i).name for i in range(model.njnt) if model.jnt_type[i] == mujoco.mjtJoint.mjJNT_HINGE}
+        unknown = [j for j in names if j not in hinges]
+        if unknown or n == 0:
+            raise PolicyContractError(f"joints.names {unknown or names} are not hinge joints of {xml_file.name}; it has {sorted(hinges)}")
+        self.qpos_ids = np.array([model.jnt_qposadr[model.joint(j).id] for j in names])
+        self.dof_ids = np.array([model.jnt_dofadr[model.joint(j).id] for j in names])
+
+        self.base_body = self._body_id(model, robot["base_body"], "robot.base_body")
+        if model.body_jntnum[self.base_body] != 1 or model.jnt_type[model.body_jntadr[self.base_body]] != mujoco.mjtJoint.mjJNT_FREE:
+            raise PolicyContractError(f"robot.base_body {robot['base_body']!r} must carry the model's free joint")
+        if model.jnt_qposadr[model.body_jntadr[self.base_body]] != 0:
+            raise PolicyContractError("the base's free joint must come first in qpos")
+        self.foot_geoms = np.array([self._geom_id(model, g, "robot.foot_geoms") for g in robot["foot_geoms"]])
+        self.knee_bodies = np.array([self._body_id(model, b, "termination.knee_bodies") for b in termination["knee_bodies"]])
+        self.termination = {k: float(termination[k]) for k in ("min_base_height", "max_tilt_deg", "min_knee_height")}
+        self.initial_base_height = float(robot["initial_base_height"])
+        self.floor_geoms = np.flatnonzero(model.geom_bodyid == 0)
+        self._model = model
+
+    @staticmethod
+    def _body_id(model: mujoco.MjModel, name: str, field: str) -> int:
+        body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if body < 0:
+            raise PolicyContractError(f"{field}: no body named {name!r} in the robot model")
+        return body
+
+    @staticmethod
+    def _geom_id(model: mujoco.MjModel, name: str, field: str) -> int:
+        geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name)
+        if geom < 0:
+            raise PolicyContractError(f"{field}: no geom named {name!r} in the robot model")
+        return geom
+
+    def _load_timing(self, timing: dict) -> None:
+        self.control_dt, self.sim_dt = float(timing["control_dt"]), float(timing["sim_dt"])
+        if not (self.sim_dt > 0 and self.control_dt > 0):
+            raise PolicyContractError(f"timing: control_dt and sim_dt must be > 0, got {timing}")
+        self.substeps = round(self.control_dt / self.sim_dt)
+        if self.substeps < 1 or abs(self.substeps * self.sim_dt - self.control_dt) > 1e-9:
+            raise PolicyContractError(f"timing: control_dt {self.control_dt} is not a whole number of sim_dt {self.sim_dt}")
+        model = self._model
+        model.opt.timestep = self.sim_dt
+        model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+        model.opt.impratio = IMPRATIO
+        model.geom_solref[:] = (SOLREF_STEPS * self.sim_dt, 1.0)
+        model.geom_solimp[:] = SOLIMP
+
+    def _load_observation(self, observation: dict, action: dict) -> None:
+        n_joints = len(self.qpos_ids)
+        self.terms: list[tuple[Callable[[_State], np.ndarray], np.ndarray]] = []
+        for i, term in enumerate(observation["terms"]):
+            _check_fields(term, TERM_SCHEMA, f"observation.terms[{i}]")
+            name = term["name"]
+            if name not in OBSERVATION_TERMS:
+                raise PolicyContractError(
+                    f"policy.json: unknown observation term {name!r}; this player builds: {', '.join(OBSERVATION_TERMS)}"
+                )
+            _, size_rule, build = OBSERVATION_TERMS[name]
+            size = n_joints if size_rule == "joints" else int(size_rule)
+            if term["size"] != size:
+                raise PolicyContractError(
+                    f"policy.json: observation term {name!r} has size {term['size']}; expected {size} for this robot"
+                )
+            self.terms.append((build, _number_list(term["scale"], size, f"observation term {name!r} scale")))
+        total = sum(len(scale) for _, scale in self.terms)
+        if observation["size"] != total:
+            raise PolicyContractError(
+                f"policy.json: observation.size is {observation['size']}, but its terms add up to {total}"
+            )
+        self.obs_size = total
+        if action["size"] != n_joints:
+            raise PolicyContractError(f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)")
+        self.action_scale = float(action["scale"])
+
+    def _load_policy(self, policy: dict) -> None:
+        onnx_file = self.export_dir / policy["file"]
+        if not onnx_file.is_file():
+            raise PolicyContractError(f"policy network {onnx_file} is missing")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # a small MLP: threads cost more than they save
+        try:
+            self.session = onnxruntime.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own untyped errors for a bad file
+            raise PolicyContractError(f"onnxruntime cannot load {onnx_file}: {exc}") from exc
+        inputs = {i.name: i.shape for i in self.session.get_inputs()}
+        outputs = {o.name: o.shape for o in self.session.get_outputs()}
+        if list(inputs) != [policy["input"]] or policy["output"] not in outputs:
+            raise PolicyContractError(
+                f"{onnx_file.name} has inputs {list(inputs)} and outputs {list(outputs)}; "
+                f"policy.json expects input {policy['input']!r} and output {policy['output']!r}"
+            )
+        for what, shape, size in (("input", inputs[policy["input"]], self.obs_size), ("output", outputs[policy["output"]], len(self.dof_ids))):
+            if len(shape) != 2 or shape[1] != size:
+                raise PolicyContractError(
+                    f"{onnx_file.name} {what} has shape {shape}; expected [N, {size}] from policy.json"
+                )
+        self.input_name, self.output_name = policy["input"], policy["output"]
+
+    # -- control ------------------------------------------------------------------------------
+    def observe(self, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray) -> np.ndarray:
+        """The policy's observation for the state in ``data`` (reads only qpos and qvel)."""
+        state = _State(self, data, np.asarray(command, np.float64), np.asarray(last_action, np.float64))
+        return np.concatenate([scale * build(state) for build, scale in self.terms]).astype(np.float32)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """The deterministic action for one observation."""
+        return self.session.run([self.output_name], {self.input_name: obs[None]})[0][0].astype(np.float64)
+
+    def initial_qpos(self) -> np.ndarray:
+        """Standing at the default pose, a little above the ground, as the task resets."""
+        qpos = self._model.qpos0.copy()
+        qpos[0:7] = (0.0, 0.0, self.initial_base_height, 1.0, 0.0, 0.0, 0.0)
+        qpos[self.qpos_ids] = self.default_pose
+        return qpos
+
+    def model(self, friction: float | None = None, added_base_mass: float = 0.0) -> mujoco.MjModel:
+        """A copy of the simulation model with ground friction set and mass added to the base."""
+        model = copy.copy(self._model)
+        if friction is not None:
+            if not (math.isfinite(friction) and friction > 0):
+                raise ValueError(f"friction must be a positive number, got {friction}")
+            model.geom_friction[:, 0] = friction
+        if not (math.isfinite(added_base_mass) and model.body_mass[self.base_body] + added_base_mass > 0):
+            raise ValueError(f"added_base_mass {added_base_mass} kg would leave the base without positive mass")
+        model.body_mass[self.base_body] += added_base_mass
+        return model
+
+    def run(
+        self,
+        commands: Sequence[Command] = (),
+        seconds: float = 10.0,
+        pushes: Sequence[Push] = (),
+        friction: float | None = None,
+        added_base_mass: float = 0.0,
+        frame_callback: FrameCallback | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Run the policy from standing for ``seconds`` and return the trajectory at the control rate.
+
+        ``commands`` are ``(start time, vx, vy, yaw rate)``, in time order; each holds until the
+        next (zero before the first). ``pushes`` add ``(vx, vy)`` m/s to the world-frame base
+        velocity at their time. ``frame_callback(model, data, command)`` is called at ~30 Hz.
+        Sample ``k`` is the state at ``k * control_dt`` and the torque applied right then.
+        """
+        kicks = sorted(_numbers(p, 3, "push (t, vx, vy)") for p in pushes)
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"seconds must be > 0, got {seconds}")
+        model = self.model(friction, added_base_mass)
+        data = mujoco.MjData(model)
+        data.qpos[:] = self.initial_qpos()
+        steps = max(1, round(seconds / self.control_dt))
+        n = len(self.dof_ids)
+        times = np.arange(steps) * self.control_dt
+        traj = {
+            "time": times,
+            "command": command_schedule(commands, times),
+            "base_pos": np.zeros((steps, 3)),
+            "base_lin_vel": np.zeros((steps, 3)),
+            "base_ang_vel": np.zeros((steps, 3)),
+            "gravity": np.zeros((steps, 3)),
+            "joint_pos": np.zeros((steps, n)),
+            "joint_vel": np.zeros((steps, n)),
+            "torque": np.zeros((steps, n)),
+            "foot_slip": np.zeros((steps, len(self.foot_geoms))),
+            "penetration": np.zeros(steps),
+            "fallen": np.zeros(steps, bool),
+            "power": np.zeros(steps),
+        }
+        last_action = np.zeros(n)
+        fallen = False
+        next_frame = 0.0
+        for k in range(steps):
+            t, command = times[k], traj["command"][k]
+            while kicks and kicks[0][0] <= t + 1e-9:
+                data.qvel[0:2] += kicks.pop(0)[1:]
+            mujoco.mj_step1(model, data)  # kinematics and contacts of the current state
+            state = _State(self, data, command, last_action)
+            action = self.act(self.observe(data, command, last_action))
+            target = self.default_pose + self.action_scale * action
+            fallen = fallen or self._fallen(data, state)
+            self._record(traj, k, model, data, state, self._torque(data, target), fallen)
+            for substep in range(self.substeps):
+                if substep:
+                    mujoco.mj_step1(model, data)
+                data.qfrc_applied[self.dof_ids] = self._torque(data, target)
+                if frame_callback is not None and data.time >= next_frame - 1e-9:
+                    frame_callback(model, data, command)
+                    next_frame += 1.0 / FRAME_RATE
+                mujoco.mj_step2(model, data)
+            last_action = action
+        return traj
+
+    def _torque(self, data: mujoco.MjData, target: np.ndarray) -> np.ndarray:
+        raw = self.kp * (target - data.qpos[self.qpos_ids]) - self.kd * data.qvel[self.dof_ids]
+        return np.clip(raw, -self.torque_limit, self.torque_limit)
+
+    def _fallen(self, data: mujoco.MjData, state: _State) -> bool:
+        """The task's termination: base low, tilted, a knee at the ground, or a diverged simulation."""
+        limits = self.termination
+        diverged = data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0 or not np.all(np.isfinite(data.qvel))
+        tilted = state.to_body(np.array([0.0, 0.0, -1.0]))[2] > -math.cos(math.radians(limits["max_tilt_deg"]))
+        low = data.qpos[2] < limits["min_base_height"]
+        knee_down = bool(np.any(data.xpos[self.knee_bodies, 2] < limits["min_knee_height"]))
+        return bool(diverged or tilted or low or knee_down)
+
+    def _record(self, traj: dict, k: int, model: mujoco.MjModel, data: mujoco.MjData, state: _State,
+                torque: np.ndarray, fallen: bool) -> None:
+        joint_vel = data.qvel[self.dof_ids]
+        slip, depth = self._foot_contacts(model, data)
+        traj["base_pos"][k] = data.qpos[0:3]
+        traj["base_lin_vel"][k] = state.to_body(data.qvel[0:3])
+        traj["base_ang_vel"][k] = data.qvel[3:6]
+        traj["gravity"][k] = state.to_body(np.array([0.0, 0.0, -1.0]))
+        traj["joint_pos"][k] = data.qpos[self.qpos_ids]
+        traj["joint_vel"][k] = joint_vel
+        traj["torque"][k] = torque
+        traj["foot_slip"][k] = slip
+        traj["penetration"][k] = depth
+        traj["fallen"][k] = fallen
+        traj["power"][k] = np.sum(np.abs(torque * joint_vel))
+
+    def _foot_contacts(self, model: mujoco.MjModel, data: mujoco.MjData) -> tuple[np.ndarray, float]:
+        """Tangential speed of each foot touching the ground (else 0) and their mean penetration."""
+        slip = np.zeros(len(self.foot_geoms))
+        depth = np.zeros(len(self.foot_geoms))
+        touching = np.zeros(len(self.foot_geoms), bool)
+        contacts = data.contact
+        twist = np.zeros(6)
+        for c in np.flatnonzero((contacts.dist <= 0) & np.isin(contacts.geom, self.floor_geoms).any(axis=1)):
+            feet = np.flatnonzero(np.isin(self.foot_geoms, contacts.geom[c]))
+            if not feet.size:
+                continue
+            i, geom = feet[0], self.foot_geoms[feet[0]]
+            # The foot's twist (world frame, [angular, linear] at its centre) moved to the contact point.
+            mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_GEOM, geom, twist, 0)
+            point = twist[3:] + np.cross(twist[:3], contacts.pos[c] - data.geom_xpos[geom])
+            normal = contacts.frame[c, :3]
+            slip[i] = np.linalg.norm(point - np.dot(point, normal) * normal)
+            depth[i] = max(depth[i], -contacts.dist[c])
+            touching[i] = True
+        return slip, float(depth[touching].mean()) if touching.any() else 0.0
+
+
+def _numbers(values: Sequence[float], size: int, what: str) -> tuple[float, ...]:
+    out = tuple(float(v) for v in values)
+    if len(out) != size or not all(math.isfinite(v) for v in out):
+        raise ValueError(f"each {what} needs {size} finite numbers, got {tuple(values)}")
+    return out
+
+
+def command_schedule(commands: Sequence[Command], times: np.ndarray) -> np.ndarray:
+    """(len(times), 3) command in force at each time: the last one started, zero before the first."""
+    schedule = [_numbers(c, 4, "command (t, vx, vy, yaw_rate)") for c in commands]
+    starts = np.array([c[0] for c in schedule])
+    if np.any(np.diff(starts) < 0):
+        raise ValueError(f"commands must be in time order, got start times {starts.tolist()}")
+    table = np.vstack([np.zeros(3)] + [c[1:] for c in schedule])
+    return table[np.searchsorted(starts, np.asarray(times) + 1e-9, side="right")]
