@@ -1,10 +1,19 @@
-"""Tiny models for physics checks with analytic answers."""
+"""Tiny models for physics checks with analytic answers, and run folders made without training."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import jax
 import numpy as np
 
 from smoothloco.robot import RobotSpec
+from smoothloco.tasks import VelocityTask
+from smoothloco.train import checkpoint
+from smoothloco.train.networks import make_policy_factory
+from smoothloco.train.runner import TrainConfig
+from smoothloco.train.shac import SHAC, SHACConfig, make_env
 
 SLED_MASS = 2.0
 
@@ -31,3 +40,14 @@ def sled(height: float = 0.5, foot_radius: float = 0.02) -> RobotSpec:
         joint_lower=np.zeros(0),
         joint_upper=np.zeros(0),
     )
+
+
+def write_untrained_run(run_dir: Path, shac: SHACConfig, seed: int = 0) -> tuple:
+    """A run folder as ``train`` leaves it, holding the initial parameters (no training)."""
+    config = TrainConfig(shac=shac)
+    algo = SHAC(make_env(VelocityTask(config.task), shac.num_envs, shac.episode_length), shac)
+    train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(seed))
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    checkpoint.save(run_dir / checkpoint.CHECKPOINT_NAME, (train_state, env_state))
+    return make_policy_factory(algo.actor)((train_state.normalizer, train_state.actor_params)), env_state.obs

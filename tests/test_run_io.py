@@ -7,22 +7,10 @@ import jax
 import numpy as np
 import pytest
 
-from smoothloco.tasks import VelocityTask
+from fakes import write_untrained_run
 from smoothloco.train import checkpoint
-from smoothloco.train.networks import make_policy_factory
 from smoothloco.train.runner import TrainConfig, load_run
-from smoothloco.train.shac import SHAC, SHACConfig, make_env
-
-
-def write_untrained_run(run_dir: Path, shac: SHACConfig, seed: int = 0) -> tuple:
-    """A run folder as ``train`` leaves it, holding the initial parameters (no training)."""
-    config = TrainConfig(shac=shac)
-    algo = SHAC(make_env(VelocityTask(config.task), shac.num_envs, shac.episode_length), shac)
-    train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(seed))
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
-    checkpoint.save(run_dir / checkpoint.CHECKPOINT_NAME, (train_state, env_state))
-    return make_policy_factory(algo.actor)((train_state.normalizer, train_state.actor_params)), env_state.obs
+from smoothloco.train.shac import SHACConfig
 
 
 def test_load_run_restores_config_and_policy(tmp_path: Path):

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -55,10 +56,12 @@ def render_video(clip: Clip, out: Path, timeout_s: float = 600.0) -> Path | None
             env = {**os.environ, "MUJOCO_GL": backend}
             env.pop("PYOPENGL_PLATFORM", None)  # let MuJoCo match PyOpenGL to the backend
             try:
-                done = subprocess.run(
-                    [sys.executable, "-m", "smoothloco.deploy.render", str(frames_file), str(out)],
-                    env=env, capture_output=True, text=True, timeout=timeout_s,
-                )
+                with warnings.catch_warnings():  # JAX warns on any fork; this child execs at once
+                    warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
+                    done = subprocess.run(
+                        [sys.executable, "-m", "smoothloco.deploy.render", str(frames_file), str(out)],
+                        env=env, capture_output=True, text=True, timeout=timeout_s,
+                    )
             except subprocess.TimeoutExpired:
                 errors.append(f"{backend}: timed out after {timeout_s:.0f} s")
                 continue

@@ -1,0 +1,198 @@
+"""Deployment: the ONNX policy is the JAX policy, the standalone player builds the task's
+observations and refuses a contract it cannot honour, and frames render."""
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import onnxruntime
+import pytest
+
+from fakes import write_untrained_run
+from smoothloco.cli import main
+from smoothloco.deploy import player as player_module
+from smoothloco.deploy.export import mlp_policy, onnx_model
+from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.deploy.render import Clip, render_video
+from smoothloco.robot import anymal_c
+from smoothloco.sim import SimState
+from smoothloco.tasks import VelocityTask
+from smoothloco.tasks.velocity import observation_scales
+from smoothloco.train.runner import load_run
+from smoothloco.train.shac import SHACConfig
+
+EXPORTED_FILES = ("policy.json", "policy.onnx", "robot.xml")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """An untrained run (random initial policy), exported through the command line."""
+    run = tmp_path_factory.mktemp("deploy") / "run"
+    write_untrained_run(run, SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(32, 32)))
+    assert main(["export", str(run)]) == 0
+    return run
+
+
+def _copy_export(run_dir: Path, target: Path) -> Path:
+    target.mkdir()
+    for name in EXPORTED_FILES:
+        shutil.copy(run_dir / "export" / name, target / name)
+    return target
+
+
+def test_onnx_policy_equals_jax_policy(run_dir: Path):
+    run = load_run(run_dir)
+    # Random normalizer statistics and O(1) weights, so the actions are far from the untrained ~0.
+    keys = iter(jax.random.split(jax.random.PRNGKey(1), 64))
+    normalizer, actor = run.params
+    normalizer = normalizer.replace(
+        mean=jax.random.normal(next(keys), normalizer.mean.shape),
+        std=jnp.exp(jax.random.normal(next(keys), normalizer.std.shape)),
+    )
+    actor = jax.tree.map(lambda x: jax.random.normal(next(keys), x.shape) / np.sqrt(x.shape[0]), actor)
+    run = replace(run, params=(normalizer, actor))
+
+    session = onnxruntime.InferenceSession(onnx_model(mlp_policy(run, 12)).SerializeToString())
+    obs = np.random.default_rng(0).normal(0.0, 3.0, (512, 48)).astype(np.float32)
+    exported = session.run(["actions"], {"obs": obs})[0]
+    reference = np.asarray(run.policy()(obs, None)[0])
+    assert reference.std() > 0.2  # a policy that does something
+    np.testing.assert_allclose(exported, reference, atol=1e-5, rtol=0)
+
+
+def test_export_writes_the_contract(run_dir: Path):
+    contract = json.loads((run_dir / "export" / "policy.json").read_text())
+    robot = anymal_c()
+    assert contract["robot"]["model_hash"] == robot.model_hash
+    assert [t["name"] for t in contract["observation"]["terms"]][:3] == ["base_lin_vel", "base_ang_vel", "projected_gravity"]
+    scales = np.concatenate([t["scale"] for t in contract["observation"]["terms"]])
+    np.testing.assert_array_equal(scales, observation_scales())
+    assert contract["joints"]["names"] == list(robot.joint_names)
+    assert contract["source"]["onnx_max_abs_error"] <= 1e-5
+
+
+def test_player_runs_from_the_exported_files_alone(run_dir: Path, tmp_path: Path):
+    player = Player(_copy_export(run_dir, tmp_path / "robot"))
+    frames = []
+    traj = player.run(
+        commands=[(0.0, 0.5, 0.0, 0.0), (1.0, 0.0, 0.0, 0.5)], seconds=2.0, pushes=[(1.0, 0.3, 0.0)],
+        friction=0.6, added_base_mass=2.0, frame_callback=lambda m, d, c: frames.append(d.time),
+    )
+    steps = 100  # 2 s at 50 Hz
+    assert traj["time"].shape == (steps,) and traj["joint_pos"].shape == (steps, 12) and traj["foot_slip"].shape == (steps, 4)
+    for name, values in traj.items():
+        assert len(values) == steps and np.all(np.isfinite(values)), name
+    assert traj["fallen"].dtype == bool and np.all(traj["penetration"] >= 0) and np.all(traj["power"] >= 0)
+    np.testing.assert_array_equal(traj["command"][[0, 49, 50]], [[0.5, 0, 0], [0.5, 0, 0], [0, 0, 0.5]])
+    assert np.all(np.abs(traj["torque"]) <= 80.0)
+    assert abs(len(frames) - 60) <= 1  # ~30 Hz
+
+
+def test_player_needs_only_numpy_mujoco_onnxruntime(run_dir: Path):
+    """Loaded from its file alone (no package), the player runs and pulls in no JAX and no smoothloco."""
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('player', {player_module.__file__!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        f"module.Player({str(run_dir / 'export')!r}).run(seconds=0.1)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'jax', 'jaxlib', 'flax', 'brax', 'smoothloco'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _drop_last_term(c: dict) -> None:
+    dropped = c["observation"]["terms"].pop()
+    c["observation"]["size"] -= dropped["size"]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_drop_last_term, r"input has shape \['N', 48\]; expected \[N, 36\]"),
+        (lambda c: c["observation"].update(size=47), "observation.size is 47, but its terms add up to 48"),
+        (lambda c: c["observation"]["terms"][4].update(size=11), "'joint_pos' has size 11; expected 12"),
+        (lambda c: c["observation"]["terms"][0].update(name="base_height"), "unknown observation term 'base_height'"),
+        (lambda c: c["robot"].update(color="red"), "unknown field robot.color"),
+        (lambda c: c["timing"].pop("sim_dt"), "missing field timing.sim_dt"),
+        (lambda c: c["robot"].update(model_hash="0123456789abcdef"), "model hash mismatch.*expects robot.model_hash 0123456789abcdef"),
+        (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
+    ],
+    ids=["obs-size-vs-onnx", "obs-size", "term-size", "unknown-term", "unknown-field", "missing-field", "model-hash", "gains"],
+)
+def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):
+    folder = _copy_export(run_dir, tmp_path / "export")
+    contract = json.loads((folder / "policy.json").read_text())
+    edit(contract)
+    (folder / "policy.json").write_text(json.dumps(contract))
+    with pytest.raises(PolicyContractError, match=message):
+        Player(folder)
+
+
+def test_player_refuses_a_different_robot_model(run_dir: Path, tmp_path: Path):
+    folder = _copy_export(run_dir, tmp_path / "export")
+    xml = (folder / "robot.xml").read_text()
+    (folder / "robot.xml").write_text(xml.replace('friction="0.8 0.02 0.01"', 'friction="1.0 0.02 0.01"'))
+    with pytest.raises(PolicyContractError, match="model hash mismatch: robot.xml hashes to"):
+        Player(folder)
+
+
+def test_player_observation_equals_task_observation(run_dir: Path):
+    """Same state, same command and last action: the player's observation is the task's."""
+    task = VelocityTask(load_run(run_dir).config.task)
+    key = jax.random.split(jax.random.PRNGKey(2), 4)
+    state = jax.jit(task.reset)(key[0])
+    # A tilted, moving, airborne start, so every frame rotation and every term is exercised.
+    quat = jax.random.normal(key[1], (4,))
+    q = state.pipeline_state.q.at[2].set(1.0).at[3:7].set(quat / jnp.linalg.norm(quat))
+    v = jax.random.normal(key[2], state.pipeline_state.v.shape)
+    state = state.replace(pipeline_state=SimState(q=q, v=v))
+    state = jax.jit(task.step)(state, jax.random.uniform(key[3], (12,), minval=-1, maxval=1))
+
+    player = Player(run_dir / "export")
+    data = mujoco.MjData(player.model())
+    data.qpos[:], data.qvel[:] = np.asarray(state.pipeline_state.q), np.asarray(state.pipeline_state.v)
+    observed = player.observe(data, np.asarray(state.info["command"]), np.asarray(state.info["last_action"]))
+    assert np.abs(np.asarray(state.obs)[:9]).min() > 1e-3  # velocities and gravity are not trivial
+    np.testing.assert_allclose(observed, np.asarray(state.obs), atol=2e-5, rtol=1e-5)
+
+
+def test_rendered_frames_are_not_empty(tmp_path: Path):
+    robot = anymal_c()
+    qpos = np.tile(robot.init_qpos(), (3, 1))
+    qpos[:, 0] = [0.0, 0.1, 0.2]
+    video = render_video(Clip(robot.xml, qpos, ["frame 0", "frame 1", "frame 2"], fps=30.0), tmp_path / "clip.mp4")
+    if video is None:
+        pytest.skip("offscreen rendering unavailable here (neither EGL nor OSMesa could make a GL context)")
+    import imageio.v3 as iio
+
+    frames = iio.imread(video)
+    assert frames.shape == (3, 480, 640, 3)
+    assert frames[0].std() > 10  # a scene, not a blank image
+    assert frames[0][:30, :200].mean() < frames[0][60:].mean()  # the dark caption box
+
+
+def test_play_cli_writes_trajectory_and_video(run_dir: Path, tmp_path: Path, capsys):
+    out = tmp_path / "walk.mp4"
+    assert main(["play", str(run_dir), "--seconds", "0.5", "--commands", "0,0.5,0,0", "--push", "0.2,0.3,0", "--out", str(out)]) == 0
+    traj = np.load(out.with_suffix(".npz"))
+    assert traj["base_pos"].shape == (25, 3) and np.all(traj["command"][:, 0] == 0.5)
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_play_cli_rejects_bad_input(run_dir: Path, capsys):
+    with pytest.raises(SystemExit):
+        main(["play", str(run_dir), "--commands", "0,0.5,0"])
+    assert "--commands: expected 4 comma-separated numbers per group, got '0,0.5,0'" in capsys.readouterr().err
+    assert main(["play", str(run_dir), "--commands", "2,0.5,0,0;1,0,0,0"]) == 2
+    assert "commands must be in time order" in capsys.readouterr().err
+    assert main(["export", str(run_dir / "nothing")]) == 2
+    assert "no config.json" in capsys.readouterr().err
