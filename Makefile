@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: train test bench venv clean
+.PHONY: train test bench venv clean render-libs
 
 $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or set PYTHON=...)"; exit 1; }
@@ -15,10 +15,21 @@ $(STAMP): pyproject.toml requirements.lock
 
 venv: $(STAMP)
 
-train: $(STAMP)
+# Offscreen rendering (`smoothloco play`, the video at the end of `train`) needs Mesa's EGL
+# (or OSMesa). Installed from Debian only when missing and apt-get is usable; never fatal:
+# without it, play and train still run and say in one line that no video was rendered.
+render-libs:
+	@if ldconfig -p | grep -q 'libEGL_mesa' && ldconfig -p | grep -q 'libEGL.so.1' || ldconfig -p | grep -q 'libOSMesa'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Mesa EGL for offscreen rendering (libegl1 libegl-mesa0 libgl1-mesa-dri)"; \
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null; } \
+			|| echo "could not install Mesa EGL: videos will be skipped"; \
+	else echo "no Mesa EGL/OSMesa and no apt-get as root: videos will be skipped (Debian: apt-get install libegl-mesa0)"; fi
+
+train: $(STAMP) | render-libs
 	$(BIN)/smoothloco train
 
-test: $(STAMP)
+test: $(STAMP) | render-libs
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
