@@ -60,7 +60,9 @@ def test_onnx_policy_equals_jax_policy(run_dir: Path):
     run = replace(run, params=(normalizer, actor))
 
     session = onnxruntime.InferenceSession(onnx_model(mlp_policy(run, 12)).SerializeToString())
-    obs = np.random.default_rng(0).normal(0.0, 3.0, (512, 48)).astype(np.float32)
+    # Within 3 standard deviations of the normalizer's mean, the range a policy sees.
+    noise = np.random.default_rng(0).normal(0.0, 3.0, (512, 48))
+    obs = (np.asarray(normalizer.mean) + np.asarray(normalizer.std) * noise).astype(np.float32)
     exported = session.run(["actions"], {"obs": obs})[0]
     reference = np.asarray(run.policy()(obs, None)[0])
     assert reference.std() > 0.2  # a policy that does something
@@ -95,6 +97,7 @@ def test_player_runs_from_the_exported_files_alone(run_dir: Path, tmp_path: Path
     assert abs(len(frames) - 60) <= 1  # ~30 Hz
 
 
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's warning; the child execs at once
 def test_player_needs_only_numpy_mujoco_onnxruntime(run_dir: Path):
     """Loaded from its file alone (no package), the player runs and pulls in no JAX and no smoothloco."""
     code = (

@@ -32,7 +32,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import mujoco
 import numpy as np
@@ -87,17 +87,23 @@ class _State:
         return out
 
 
-# Observation terms the player knows how to build, by name: (meaning, size, builder). The names
-# and meanings are those of ``smoothloco.tasks.velocity.OBS_LAYOUT``; the exporter refuses a
-# task term missing here, and a test checks the values against the task's observation.
-OBSERVATION_TERMS: dict[str, tuple[str, str, Callable[[_State], np.ndarray]]] = {
-    "base_lin_vel": ("base linear velocity, base frame (m/s)", "3", lambda s: s.to_body(s.data.qvel[0:3])),
-    "base_ang_vel": ("base angular velocity, base frame (rad/s)", "3", lambda s: s.data.qvel[3:6]),
-    "projected_gravity": ("unit gravity direction, base frame", "3", lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))),
-    "command": ("commanded vx, vy (m/s, base frame) and yaw rate (rad/s)", "3", lambda s: s.command),
-    "joint_pos": ("joint angles minus joints.default_pose (rad)", "joints", lambda s: s.data.qpos[s.player.qpos_ids] - s.player.default_pose),
-    "joint_vel": ("joint velocities (rad/s)", "joints", lambda s: s.data.qvel[s.player.dof_ids]),
-    "last_action": ("the policy's previous output", "joints", lambda s: s.last_action),
+class Term(NamedTuple):
+    meaning: str
+    per_joint: bool  # one entry per joint, else a 3-vector
+    build: Callable[[_State], np.ndarray]
+
+
+# Observation terms the player knows how to build, by name. The names and meanings are those of
+# ``smoothloco.tasks.velocity.OBS_LAYOUT``; the exporter refuses a task term missing here, and a
+# test checks the values against the task's observation.
+OBSERVATION_TERMS: dict[str, Term] = {
+    "base_lin_vel": Term("base linear velocity, base frame (m/s)", False, lambda s: s.to_body(s.data.qvel[0:3])),
+    "base_ang_vel": Term("base angular velocity, base frame (rad/s)", False, lambda s: s.data.qvel[3:6]),
+    "projected_gravity": Term("unit gravity direction, base frame", False, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))),
+    "command": Term("commanded vx, vy (m/s) and yaw rate (rad/s)", False, lambda s: s.command),
+    "joint_pos": Term("joint angles minus joints.default_pose (rad)", True, lambda s: s.data.qpos[s.player.qpos_ids] - s.player.default_pose),
+    "joint_vel": Term("joint velocities (rad/s)", True, lambda s: s.data.qvel[s.player.dof_ids]),
+    "last_action": Term("the policy's previous output", True, lambda s: s.last_action),
 }
 
 
@@ -235,13 +241,13 @@ class Player:
                 raise PolicyContractError(
                     f"policy.json: unknown observation term {name!r}; this player builds: {', '.join(OBSERVATION_TERMS)}"
                 )
-            _, size_rule, build = OBSERVATION_TERMS[name]
-            size = n_joints if size_rule == "joints" else int(size_rule)
+            spec = OBSERVATION_TERMS[name]
+            size = n_joints if spec.per_joint else 3
             if term["size"] != size:
                 raise PolicyContractError(
                     f"policy.json: observation term {name!r} has size {term['size']}; expected {size} for this robot"
                 )
-            self.terms.append((build, _number_list(term["scale"], size, f"observation term {name!r} scale")))
+            self.terms.append((spec.build, _number_list(term["scale"], size, f"observation term {name!r} scale")))
         total = sum(len(scale) for _, scale in self.terms)
         if observation["size"] != total:
             raise PolicyContractError(
