@@ -29,6 +29,8 @@ from smoothloco.train.runner import load_run
 from smoothloco.train.shac import SHACConfig
 
 EXPORTED_FILES = ("policy.json", "policy.onnx", "robot.xml")
+# JAX warns on every fork; the children here (player, renderer, ffmpeg) exec at once.
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +99,6 @@ def test_player_runs_from_the_exported_files_alone(run_dir: Path, tmp_path: Path
     assert abs(len(frames) - 60) <= 1  # ~30 Hz
 
 
-@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's warning; the child execs at once
 def test_player_needs_only_numpy_mujoco_onnxruntime(run_dir: Path):
     """Loaded from its file alone (no package), the player runs and pulls in no JAX and no smoothloco."""
     code = (
