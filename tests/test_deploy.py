@@ -14,8 +14,8 @@ import mujoco
 import numpy as np
 import onnxruntime
 import pytest
-
 from fakes import write_untrained_run
+
 from smoothloco.cli import main
 from smoothloco.deploy import player as player_module
 from smoothloco.deploy.export import mlp_policy, onnx_model
@@ -75,7 +75,11 @@ def test_export_writes_the_contract(run_dir: Path):
     contract = json.loads((run_dir / "export" / "policy.json").read_text())
     robot = anymal_c()
     assert contract["robot"]["model_hash"] == robot.model_hash
-    assert [t["name"] for t in contract["observation"]["terms"]][:3] == ["base_lin_vel", "base_ang_vel", "projected_gravity"]
+    assert [t["name"] for t in contract["observation"]["terms"]][:3] == [
+        "base_lin_vel",
+        "base_ang_vel",
+        "projected_gravity",
+    ]
     scales = np.concatenate([t["scale"] for t in contract["observation"]["terms"]])
     np.testing.assert_array_equal(scales, observation_scales())
     assert contract["joints"]["names"] == list(robot.joint_names)
@@ -86,11 +90,19 @@ def test_player_runs_from_the_exported_files_alone(run_dir: Path, tmp_path: Path
     player = Player(_copy_export(run_dir, tmp_path / "robot"))
     frames = []
     traj = player.run(
-        commands=[(0.0, 0.5, 0.0, 0.0), (1.0, 0.0, 0.0, 0.5)], seconds=2.0, pushes=[(1.0, 0.3, 0.0)],
-        friction=0.6, added_base_mass=2.0, frame_callback=lambda m, d, c: frames.append(d.time),
+        commands=[(0.0, 0.5, 0.0, 0.0), (1.0, 0.0, 0.0, 0.5)],
+        seconds=2.0,
+        pushes=[(1.0, 0.3, 0.0)],
+        friction=0.6,
+        added_base_mass=2.0,
+        frame_callback=lambda m, d, c: frames.append(d.time),
     )
     steps = 100  # 2 s at 50 Hz
-    assert traj["time"].shape == (steps,) and traj["joint_pos"].shape == (steps, 12) and traj["foot_slip"].shape == (steps, 4)
+    assert (
+        traj["time"].shape == (steps,)
+        and traj["joint_pos"].shape == (steps, 12)
+        and traj["foot_slip"].shape == (steps, 4)
+    )
     for name, values in traj.items():
         assert len(values) == steps and np.all(np.isfinite(values)), name
     assert traj["fallen"].dtype == bool and np.all(traj["penetration"] >= 0) and np.all(traj["power"] >= 0)
@@ -127,10 +139,22 @@ def _drop_last_term(c: dict) -> None:
         (lambda c: c["observation"]["terms"][0].update(name="base_height"), "unknown observation term 'base_height'"),
         (lambda c: c["robot"].update(color="red"), "unknown field robot.color"),
         (lambda c: c["timing"].pop("sim_dt"), "missing field timing.sim_dt"),
-        (lambda c: c["robot"].update(model_hash="0123456789abcdef"), "model hash mismatch.*expects robot.model_hash 0123456789abcdef"),
+        (
+            lambda c: c["robot"].update(model_hash="0123456789abcdef"),
+            "model hash mismatch.*expects robot.model_hash 0123456789abcdef",
+        ),
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
     ],
-    ids=["obs-size-vs-onnx", "obs-size", "term-size", "unknown-term", "unknown-field", "missing-field", "model-hash", "gains"],
+    ids=[
+        "obs-size-vs-onnx",
+        "obs-size",
+        "term-size",
+        "unknown-term",
+        "unknown-field",
+        "missing-field",
+        "model-hash",
+        "gains",
+    ],
 )
 def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):
     folder = _copy_export(run_dir, tmp_path / "export")
@@ -186,7 +210,23 @@ def test_rendered_frames_are_not_empty(tmp_path: Path):
 
 def test_play_cli_writes_trajectory_and_video(run_dir: Path, tmp_path: Path, capsys):
     out = tmp_path / "walk.mp4"
-    assert main(["play", str(run_dir), "--seconds", "0.5", "--commands", "0,0.5,0,0", "--push", "0.2,0.3,0", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "play",
+                str(run_dir),
+                "--seconds",
+                "0.5",
+                "--commands",
+                "0,0.5,0,0",
+                "--push",
+                "0.2,0.3,0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     traj = np.load(out.with_suffix(".npz"))
     assert traj["base_pos"].shape == (25, 3) and np.all(traj["command"][:, 0] == 0.5)
     assert "wrote" in capsys.readouterr().out

@@ -21,7 +21,9 @@ def _tuples(text: str, size: int, what: str) -> list[tuple[float, ...]]:
         except ValueError:
             numbers = ()
         if len(numbers) != size:
-            raise argparse.ArgumentTypeError(f"{what}: expected {size} comma-separated numbers per group, got {group!r}")
+            raise argparse.ArgumentTypeError(
+                f"{what}: expected {size} comma-separated numbers per group, got {group!r}"
+            )
         groups.append(numbers)
     return groups
 
@@ -46,14 +48,30 @@ def add_parser(sub) -> None:
         description="Run a run's policy from standing and write a video (MP4, GIF fallback) and a trajectory (.npz).",
     )
     play.add_argument("run", metavar="RUN", help="run folder")
-    play.add_argument("--sim", choices=SIMS, default="mujoco",
-                      help="mujoco: the exported ONNX policy in MuJoCo (C); hard/smooth/soft: the JAX policy in our simulator")
-    play.add_argument("--commands", metavar="T,VX,VY,YAW;...", type=lambda t: _tuples(t, 4, "--commands"),
-                      default=list(DEFAULT_COMMANDS), help=f"command schedule, start times in s (default {_format(DEFAULT_COMMANDS)!r})")
-    play.add_argument("--push", metavar="T,VX,VY;...", type=lambda t: _tuples(t, 3, "--push"), default=[],
-                      help="base velocity kicks in m/s at times in s (default none)")
+    play.add_argument(
+        "--sim",
+        choices=SIMS,
+        default="mujoco",
+        help="mujoco: the exported ONNX policy in MuJoCo (C); hard/smooth/soft: the JAX policy in our simulator",
+    )
+    play.add_argument(
+        "--commands",
+        metavar="T,VX,VY,YAW;...",
+        type=lambda t: _tuples(t, 4, "--commands"),
+        default=list(DEFAULT_COMMANDS),
+        help=f"command schedule, start times in s (default {_format(DEFAULT_COMMANDS)!r})",
+    )
+    play.add_argument(
+        "--push",
+        metavar="T,VX,VY;...",
+        type=lambda t: _tuples(t, 3, "--push"),
+        default=[],
+        help="base velocity kicks in m/s at times in s (default none)",
+    )
     play.add_argument("--seconds", type=float, default=10.0, help="simulated seconds (default 10)")
-    play.add_argument("--out", metavar="FILE", help="video file (default RUN/play-<sim>.mp4; the trajectory goes beside it as .npz)")
+    play.add_argument(
+        "--out", metavar="FILE", help="video file (default RUN/play-<sim>.mp4; the trajectory goes beside it as .npz)"
+    )
     play.set_defaults(func=run_play)
 
 

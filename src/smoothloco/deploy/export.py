@@ -11,6 +11,7 @@ JAX policy function before anything is written.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -74,7 +75,7 @@ def mlp_policy(run: LoadedRun, action_size: int) -> MlpPolicy:
     ordered = tuple(layer for _, layer in sorted(layers, key=natural))
     mean = np.asarray(actor_obs(normalizer.mean), np.float32)
     std = np.asarray(actor_obs(normalizer.std), np.float32)
-    for (k_in, _), (k_out, _) in zip(ordered, ordered[1:]):
+    for (k_in, _), (k_out, _) in itertools.pairwise(ordered):
         if k_in.shape[1] != k_out.shape[0]:
             raise ExportError(f"Dense layers do not chain: {k_in.shape} then {k_out.shape}")
     if ordered[0][0].shape[0] != mean.shape[0] or ordered[-1][0].shape[1] < action_size:
@@ -88,7 +89,10 @@ def mlp_policy(run: LoadedRun, action_size: int) -> MlpPolicy:
 def onnx_model(policy: MlpPolicy) -> onnx.ModelProto:
     """The ONNX graph ``obs [N, obs_dim] -> actions [N, action_size]`` with normalization inside."""
     init = [numpy_helper.from_array(policy.mean, "obs_mean"), numpy_helper.from_array(policy.std, "obs_std")]
-    nodes = [helper.make_node("Sub", [INPUT_NAME, "obs_mean"], ["centered"]), helper.make_node("Div", ["centered", "obs_std"], ["x0"])]
+    nodes = [
+        helper.make_node("Sub", [INPUT_NAME, "obs_mean"], ["centered"]),
+        helper.make_node("Div", ["centered", "obs_std"], ["x0"]),
+    ]
     x = "x0"
     for i, (kernel, bias) in enumerate(policy.layers):
         init += [numpy_helper.from_array(kernel, f"W{i}"), numpy_helper.from_array(bias, f"b{i}")]
@@ -98,7 +102,10 @@ def onnx_model(policy: MlpPolicy) -> onnx.ModelProto:
             nodes.append(helper.make_node(policy.activation, [x], [f"h{i}"]))
             x = f"h{i}"
     if policy.layers[-1][0].shape[1] > policy.action_size:  # e.g. PPO: [mean, std parameters]
-        init += [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("starts", [0]), ("ends", [policy.action_size]), ("axes", [1]))]
+        init += [
+            numpy_helper.from_array(np.array(v, np.int64), n)
+            for n, v in (("starts", [0]), ("ends", [policy.action_size]), ("axes", [1]))
+        ]
         nodes.append(helper.make_node("Slice", [x, "starts", "ends", "axes"], ["action_mean"]))
         x = "action_mean"
     nodes.append(helper.make_node("Tanh", [x], [OUTPUT_NAME]))
@@ -138,11 +145,15 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float) -> dict:
     cfg, robot = task.config, task.robot
     missing = [name for name, *_ in OBS_LAYOUT if name not in player.OBSERVATION_TERMS]
     if missing:
-        raise ExportError(f"the task observes {missing}, which the deployment player cannot build; teach player.py first")
+        raise ExportError(
+            f"the task observes {missing}, which the deployment player cannot build; teach player.py first"
+        )
     scales, start, terms = observation_scales(), 0, []
     for name, size, *_ in OBS_LAYOUT:
         description = player.OBSERVATION_TERMS[name].meaning
-        terms.append({"name": name, "size": size, "scale": scales[start : start + size].tolist(), "description": description})
+        terms.append(
+            {"name": name, "size": size, "scale": scales[start : start + size].tolist(), "description": description}
+        )
         start += size
     sim = task.sys
     return {

@@ -3,9 +3,9 @@ own simulator with one of its contact models, as a trajectory file and a caption
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -15,7 +15,12 @@ from smoothloco.sim import CONTACT_MODELS
 
 SIMS = ("mujoco", *CONTACT_MODELS)
 # Stand, walk forward, side-step, turn: a few seconds of everything the task trains.
-DEFAULT_COMMANDS: tuple[Command, ...] = ((0.0, 0.0, 0.0, 0.0), (1.0, 0.5, 0.0, 0.0), (4.0, 0.0, 0.3, 0.0), (7.0, 0.0, 0.0, 0.5))
+DEFAULT_COMMANDS: tuple[Command, ...] = (
+    (0.0, 0.0, 0.0, 0.0),
+    (1.0, 0.5, 0.0, 0.0),
+    (4.0, 0.0, 0.3, 0.0),
+    (7.0, 0.0, 0.0, 0.5),
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,9 @@ def exported(run_dir: Path) -> Path:
     return folder
 
 
-def _play_mujoco(run_dir: Path, commands: Sequence[Command], pushes: Sequence[Push], seconds: float) -> tuple[dict, Clip]:
+def _play_mujoco(
+    run_dir: Path, commands: Sequence[Command], pushes: Sequence[Push], seconds: float
+) -> tuple[dict, Clip]:
     export_dir = exported(run_dir)
     player = Player(export_dir)
     qpos, captions = [], []
@@ -78,7 +85,9 @@ def _play_mujoco(run_dir: Path, commands: Sequence[Command], pushes: Sequence[Pu
     return trajectory, Clip(xml, np.array(qpos), captions, FRAME_RATE)
 
 
-def _play_ours(run_dir: Path, contact: str, commands: Sequence[Command], pushes: Sequence[Push], seconds: float) -> tuple[dict, Clip]:
+def _play_ours(
+    run_dir: Path, contact: str, commands: Sequence[Command], pushes: Sequence[Push], seconds: float
+) -> tuple[dict, Clip]:
     """The JAX policy in ``VelocityTask`` with ``contact``: no random commands, pushes, noise or
     randomization; ``commands`` and ``pushes`` as given."""
     import jax
@@ -99,10 +108,18 @@ def _play_ours(run_dir: Path, contact: str, commands: Sequence[Command], pushes:
             kick_t[min(round(t / dt), steps - 1)] += (vx, vy)
     vx, vy, yaw = (float(c) for c in command_t[0])
     # Collapsed command ranges make reset start with the first scheduled command.
-    fixed = CommandConfig(lin_vel_x=(vx, vx), lin_vel_y=(vy, vy), yaw_rate=(yaw, yaw), resample_seconds=(1e9, 1e9), zero_probability=0.0)
+    fixed = CommandConfig(
+        lin_vel_x=(vx, vx), lin_vel_y=(vy, vy), yaw_rate=(yaw, yaw), resample_seconds=(1e9, 1e9), zero_probability=0.0
+    )
     task = VelocityTask(
-        replace(run.config.task, contact=contact, obs_noise=0.0, commands=fixed,
-                pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))
+        replace(
+            run.config.task,
+            contact=contact,
+            obs_noise=0.0,
+            commands=fixed,
+            pushes=PushConfig(enabled=False),
+            randomization=RandomizationConfig(enabled=False),
+        )
     )
     policy = run.policy(deterministic=True)
 
@@ -132,7 +149,9 @@ def _play_ours(run_dir: Path, contact: str, commands: Sequence[Command], pushes:
 
     records = jax.device_get(jax.jit(rollout)(jax.random.PRNGKey(0), command_t[1:], kick_t))
     trajectory = {k: np.asarray(v, np.float64) for k, v in records.items() if k != "done"}
-    trajectory.update(time=times[:-1], command=command_t[:-1].astype(np.float64), fallen=np.logical_or.accumulate(records["done"]))
+    trajectory.update(
+        time=times[:-1], command=command_t[:-1].astype(np.float64), fallen=np.logical_or.accumulate(records["done"])
+    )
     frames = np.minimum(np.round(np.arange(0.0, seconds, 1.0 / FRAME_RATE) / dt).astype(int), steps - 1)
     captions = [caption(contact, times[i], command_t[i]) for i in frames]
     return trajectory, Clip(task.robot.xml, trajectory["qpos"][frames], captions, FRAME_RATE)

@@ -31,8 +31,9 @@ import copy
 import hashlib
 import json
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import mujoco
 import numpy as np
@@ -75,7 +76,7 @@ class PolicyContractError(ValueError):
 class _State:
     """What an observation term may read: the MuJoCo state plus the controller's own memory."""
 
-    def __init__(self, player: "Player", data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray):
+    def __init__(self, player: Player, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray):
         self.player, self.data, self.command, self.last_action = player, data, command, last_action
 
     def to_body(self, world: np.ndarray) -> np.ndarray:
@@ -99,9 +100,15 @@ class Term(NamedTuple):
 OBSERVATION_TERMS: dict[str, Term] = {
     "base_lin_vel": Term("base linear velocity, base frame (m/s)", False, lambda s: s.to_body(s.data.qvel[0:3])),
     "base_ang_vel": Term("base angular velocity, base frame (rad/s)", False, lambda s: s.data.qvel[3:6]),
-    "projected_gravity": Term("unit gravity direction, base frame", False, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))),
+    "projected_gravity": Term(
+        "unit gravity direction, base frame", False, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))
+    ),
     "command": Term("commanded vx, vy (m/s) and yaw rate (rad/s)", False, lambda s: s.command),
-    "joint_pos": Term("joint angles minus joints.default_pose (rad)", True, lambda s: s.data.qpos[s.player.qpos_ids] - s.player.default_pose),
+    "joint_pos": Term(
+        "joint angles minus joints.default_pose (rad)",
+        True,
+        lambda s: s.data.qpos[s.player.qpos_ids] - s.player.default_pose,
+    ),
     "joint_vel": Term("joint velocities (rad/s)", True, lambda s: s.data.qvel[s.player.dof_ids]),
     "last_action": Term("the policy's previous output", True, lambda s: s.last_action),
 }
@@ -114,10 +121,14 @@ def _check_fields(value: Any, schema: Schema, where: str) -> None:
     prefix = f"{where}." if where else ""
     missing = [k for k in schema if k not in value]
     if missing:
-        raise PolicyContractError(f"policy.json: missing field {prefix}{missing[0]}; expected fields: {', '.join(schema)}")
+        raise PolicyContractError(
+            f"policy.json: missing field {prefix}{missing[0]}; expected fields: {', '.join(schema)}"
+        )
     unknown = [k for k in value if k not in schema]
     if unknown:
-        raise PolicyContractError(f"policy.json: unknown field {prefix}{unknown[0]}; expected fields: {', '.join(schema)}")
+        raise PolicyContractError(
+            f"policy.json: unknown field {prefix}{unknown[0]}; expected fields: {', '.join(schema)}"
+        )
     for key, kind in schema.items():
         if isinstance(kind, dict):
             _check_fields(value[key], kind, prefix + key)
@@ -155,7 +166,8 @@ class Player:
         c = self.contract
         if c["format"] != CONTRACT_FORMAT or c["version"] != CONTRACT_VERSION:
             raise PolicyContractError(
-                f"policy.json is {c['format']!r} version {c['version']}; this player reads {CONTRACT_FORMAT!r} version {CONTRACT_VERSION}"
+                f"policy.json is {c['format']!r} version {c['version']}; "
+                f"this player reads {CONTRACT_FORMAT!r} version {CONTRACT_VERSION}"
             )
         self._load_robot(c["robot"], c["joints"], c["termination"])
         self._load_timing(c["timing"])
@@ -187,17 +199,24 @@ class Player:
         hinges = {model.joint(i).name for i in range(model.njnt) if model.jnt_type[i] == mujoco.mjtJoint.mjJNT_HINGE}
         unknown = [j for j in names if j not in hinges]
         if unknown or n == 0:
-            raise PolicyContractError(f"joints.names {unknown or names} are not hinge joints of {xml_file.name}; it has {sorted(hinges)}")
+            raise PolicyContractError(
+                f"joints.names {unknown or names} are not hinge joints of {xml_file.name}; it has {sorted(hinges)}"
+            )
         self.qpos_ids = np.array([model.jnt_qposadr[model.joint(j).id] for j in names])
         self.dof_ids = np.array([model.jnt_dofadr[model.joint(j).id] for j in names])
 
         self.base_body = self._body_id(model, robot["base_body"], "robot.base_body")
-        if model.body_jntnum[self.base_body] != 1 or model.jnt_type[model.body_jntadr[self.base_body]] != mujoco.mjtJoint.mjJNT_FREE:
+        if (
+            model.body_jntnum[self.base_body] != 1
+            or model.jnt_type[model.body_jntadr[self.base_body]] != mujoco.mjtJoint.mjJNT_FREE
+        ):
             raise PolicyContractError(f"robot.base_body {robot['base_body']!r} must carry the model's free joint")
         if model.jnt_qposadr[model.body_jntadr[self.base_body]] != 0:
             raise PolicyContractError("the base's free joint must come first in qpos")
         self.foot_geoms = np.array([self._geom_id(model, g, "robot.foot_geoms") for g in robot["foot_geoms"]])
-        self.knee_bodies = np.array([self._body_id(model, b, "termination.knee_bodies") for b in termination["knee_bodies"]])
+        self.knee_bodies = np.array(
+            [self._body_id(model, b, "termination.knee_bodies") for b in termination["knee_bodies"]]
+        )
         self.termination = {k: float(termination[k]) for k in ("min_base_height", "max_tilt_deg", "min_knee_height")}
         self.initial_base_height = float(robot["initial_base_height"])
         self.floor_geoms = np.flatnonzero(model.geom_bodyid == 0)
@@ -223,7 +242,9 @@ class Player:
             raise PolicyContractError(f"timing: control_dt and sim_dt must be > 0, got {timing}")
         self.substeps = round(self.control_dt / self.sim_dt)
         if self.substeps < 1 or abs(self.substeps * self.sim_dt - self.control_dt) > 1e-9:
-            raise PolicyContractError(f"timing: control_dt {self.control_dt} is not a whole number of sim_dt {self.sim_dt}")
+            raise PolicyContractError(
+                f"timing: control_dt {self.control_dt} is not a whole number of sim_dt {self.sim_dt}"
+            )
         model = self._model
         model.opt.timestep = self.sim_dt
         model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
@@ -239,7 +260,8 @@ class Player:
             name = term["name"]
             if name not in OBSERVATION_TERMS:
                 raise PolicyContractError(
-                    f"policy.json: unknown observation term {name!r}; this player builds: {', '.join(OBSERVATION_TERMS)}"
+                    f"policy.json: unknown observation term {name!r}; "
+                    f"this player builds: {', '.join(OBSERVATION_TERMS)}"
                 )
             spec = OBSERVATION_TERMS[name]
             size = n_joints if spec.per_joint else 3
@@ -255,7 +277,9 @@ class Player:
             )
         self.obs_size = total
         if action["size"] != n_joints:
-            raise PolicyContractError(f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)")
+            raise PolicyContractError(
+                f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
+            )
         self.action_scale = float(action["scale"])
 
     def _load_policy(self, policy: dict) -> None:
@@ -275,7 +299,10 @@ class Player:
                 f"{onnx_file.name} has inputs {list(inputs)} and outputs {list(outputs)}; "
                 f"policy.json expects input {policy['input']!r} and output {policy['output']!r}"
             )
-        for what, shape, size in (("input", inputs[policy["input"]], self.obs_size), ("output", outputs[policy["output"]], len(self.dof_ids))):
+        for what, shape, size in (
+            ("input", inputs[policy["input"]], self.obs_size),
+            ("output", outputs[policy["output"]], len(self.dof_ids)),
+        ):
             if len(shape) != 2 or shape[1] != size:
                 raise PolicyContractError(
                     f"{onnx_file.name} {what} has shape {shape}; expected [N, {size}] from policy.json"
@@ -388,8 +415,16 @@ class Player:
         knee_down = bool(np.any(data.xpos[self.knee_bodies, 2] < limits["min_knee_height"]))
         return bool(diverged or tilted or low or knee_down)
 
-    def _record(self, traj: dict, k: int, model: mujoco.MjModel, data: mujoco.MjData, state: _State,
-                torque: np.ndarray, fallen: bool) -> None:
+    def _record(
+        self,
+        traj: dict,
+        k: int,
+        model: mujoco.MjModel,
+        data: mujoco.MjData,
+        state: _State,
+        torque: np.ndarray,
+        fallen: bool,
+    ) -> None:
         joint_vel = data.qvel[self.dof_ids]
         slip, depth = self._foot_contacts(model, data)
         traj["base_pos"][k] = data.qpos[0:3]

@@ -15,9 +15,9 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -60,7 +60,10 @@ def render_video(clip: Clip, out: Path, timeout_s: float = 600.0) -> Path | None
                     warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
                     done = subprocess.run(
                         [sys.executable, "-m", "smoothloco.deploy.render", str(frames_file), str(out)],
-                        env=env, capture_output=True, text=True, timeout=timeout_s,
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout_s,
                     )
             except subprocess.TimeoutExpired:
                 errors.append(f"{backend}: timed out after {timeout_s:.0f} s")
