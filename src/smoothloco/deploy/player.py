@@ -8,16 +8,21 @@ What it does at every control period (``timing.control_dt``): build the observat
 MuJoCo state exactly like ``smoothloco.tasks.velocity`` (same terms, order and scales), run the
 ONNX policy, set joint targets ``default_pose + action.scale * action``; at every simulation
 step (``timing.sim_dt``) apply PD torques ``kp (target - q) - kd q̇`` clipped at the torque limit.
+Torques enter as generalized joint forces (``qfrc_applied``), so no actuator setting of
+``robot.xml`` (gear, control range) stands between the contract's torque limit and the joint.
 
 Contact is MuJoCo's own, with the full collision geometry of ``robot.xml``, made stiff:
 
 - ``opt.cone = mjCONE_ELLIPTIC``: the Coulomb cone itself, not its pyramid approximation.
-- ``opt.impratio = 100``: friction constraints 100x stiffer than normal ones, so a sticking
-  foot does not creep (MuJoCo's advice for elliptic cones).
+- ``opt.impratio = 100``: ratio of friction to normal constraint impedance, so a sticking foot
+  does not creep (MuJoCo's advice with elliptic cones).
 - ``solref = (2 * sim_dt, 1)``: critically damped with the shortest time constant MuJoCo keeps
   stable at step ``sim_dt`` (its documentation asks for at least two steps); 10 ms at 5 ms.
 - ``solimp = (0.99, 0.999, 0.001, 0.5, 2)``: impedance close to 1 (little constraint softness)
   reached within 1 mm of penetration.
+
+With the bundled robot standing, feet rest 0.05 mm in the ground and sink at most 1.1 mm when
+it lands from its initial 1 cm drop.
 
 Typical use (the API the evaluation relies on)::
 
@@ -332,7 +337,7 @@ class Player:
         if friction is not None:
             if not (math.isfinite(friction) and friction > 0):
                 raise ValueError(f"friction must be a positive number, got {friction}")
-            model.geom_friction[:, 0] = friction
+            model.geom_friction[:, 0] = friction  # every geom: a contact uses the larger (or the prioritized foot's)
         if not (math.isfinite(added_base_mass) and model.body_mass[self.base_body] + added_base_mass > 0):
             raise ValueError(f"added_base_mass {added_base_mass} kg would leave the base without positive mass")
         model.body_mass[self.base_body] += added_base_mass
