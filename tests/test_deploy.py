@@ -20,7 +20,8 @@ from smoothloco.cli import main
 from smoothloco.deploy import player as player_module
 from smoothloco.deploy.export import mlp_policy, onnx_model
 from smoothloco.deploy.player import Player, PolicyContractError
-from smoothloco.deploy.render import Clip, render_video
+from smoothloco.deploy import render
+from smoothloco.deploy.render import Clip, render_video, write_video
 from smoothloco.robot import anymal_c
 from smoothloco.sim import SimState
 from smoothloco.tasks import VelocityTask
@@ -206,6 +207,28 @@ def test_rendered_frames_are_not_empty(tmp_path: Path):
     assert frames.shape == (3, 480, 640, 3)
     assert frames[0].std() > 10  # a scene, not a blank image
     assert frames[0][:30, :200].mean() < frames[0][60:].mean()  # the dark caption box
+
+
+def test_video_falls_back_to_gif_without_ffmpeg(tmp_path: Path, monkeypatch):
+    import imageio_ffmpeg
+    from PIL import Image
+
+    def no_ffmpeg():
+        raise RuntimeError("no ffmpeg binary for this platform")
+
+    monkeypatch.setattr(imageio_ffmpeg, "get_ffmpeg_exe", no_ffmpeg)
+    frames = [np.full((48, 64, 3), 40 * i, np.uint8) for i in range(3)]
+    video = write_video(iter(frames), tmp_path / "clip.mp4", fps=30.0)
+    assert video == tmp_path / "clip.gif" and Image.open(video).n_frames == 3
+
+
+def test_play_without_rendering_still_writes_the_trajectory(run_dir: Path, tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.setattr(render, "BACKENDS", ("no-such-backend",))
+    assert main(["play", str(run_dir), "--seconds", "0.2", "--out", str(tmp_path / "v.mp4")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("no video: offscreen rendering unavailable (no-such-backend: ") == 1
+    assert (tmp_path / "v.npz").is_file() and not (tmp_path / "v.mp4").exists()
 
 
 def test_play_cli_writes_trajectory_and_video(run_dir: Path, tmp_path: Path, capsys):
