@@ -18,9 +18,9 @@ from fakes import write_untrained_run
 
 from smoothloco.cli import main
 from smoothloco.deploy import player as player_module
+from smoothloco.deploy import render
 from smoothloco.deploy.export import mlp_policy, onnx_model
 from smoothloco.deploy.player import Player, PolicyContractError
-from smoothloco.deploy import render
 from smoothloco.deploy.render import Clip, render_video, write_video
 from smoothloco.robot import anymal_c
 from smoothloco.sim import SimState
