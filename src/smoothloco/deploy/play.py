@@ -88,13 +88,15 @@ def _play_mujoco(
 def _play_ours(
     run_dir: Path, contact: str, commands: Sequence[Command], pushes: Sequence[Push], seconds: float
 ) -> tuple[dict, Clip]:
-    """The JAX policy in ``VelocityTask`` with ``contact``: no random commands, pushes, noise or
-    randomization; ``commands`` and ``pushes`` as given."""
+    """The JAX policy in ``VelocityTask`` with ``contact``, following ``commands`` and ``pushes``.
+
+    The trajectory has the state fields of the MuJoCo player's plus ``qpos``/``qvel``; our task
+    keeps no torques or contact signals in its state.
+    """
     import jax
     import jax.numpy as jnp
 
     from smoothloco.sim.rotation import rotate_inverse
-    from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
     from smoothloco.train.runner import load_run
 
     run = load_run(run_dir)
@@ -102,25 +104,7 @@ def _play_ours(
     steps = max(1, round(seconds / dt))
     times = np.arange(steps + 1) * dt
     command_t = command_schedule(commands, times).astype(np.float32)
-    kick_t = np.zeros((steps, 2), np.float32)
-    for t, vx, vy in pushes:
-        if 0 <= t < steps * dt:
-            kick_t[min(round(t / dt), steps - 1)] += (vx, vy)
-    vx, vy, yaw = (float(c) for c in command_t[0])
-    # Collapsed command ranges make reset start with the first scheduled command.
-    fixed = CommandConfig(
-        lin_vel_x=(vx, vx), lin_vel_y=(vy, vy), yaw_rate=(yaw, yaw), resample_seconds=(1e9, 1e9), zero_probability=0.0
-    )
-    task = VelocityTask(
-        replace(
-            run.config.task,
-            contact=contact,
-            obs_noise=0.0,
-            commands=fixed,
-            pushes=PushConfig(enabled=False),
-            randomization=RandomizationConfig(enabled=False),
-        )
-    )
+    task = _scripted_task(run.config.task, contact, command_t[0])
     policy = run.policy(deterministic=True)
 
     def body(state, inputs):
@@ -147,7 +131,7 @@ def _play_ours(
     def rollout(key, next_commands, kicks):
         return jax.lax.scan(body, task.reset(key), (next_commands, kicks))[1]
 
-    records = jax.device_get(jax.jit(rollout)(jax.random.PRNGKey(0), command_t[1:], kick_t))
+    records = jax.device_get(jax.jit(rollout)(jax.random.PRNGKey(0), command_t[1:], _kicks(pushes, steps, dt)))
     trajectory = {k: np.asarray(v, np.float64) for k, v in records.items() if k != "done"}
     trajectory.update(
         time=times[:-1], command=command_t[:-1].astype(np.float64), fallen=np.logical_or.accumulate(records["done"])
@@ -155,3 +139,33 @@ def _play_ours(
     frames = np.minimum(np.round(np.arange(0.0, seconds, 1.0 / FRAME_RATE) / dt).astype(int), steps - 1)
     captions = [caption(contact, times[i], command_t[i]) for i in frames]
     return trajectory, Clip(task.robot.xml, trajectory["qpos"][frames], captions, FRAME_RATE)
+
+
+def _scripted_task(config, contact: str, first_command: np.ndarray):
+    """The run's task with ``contact``, without random commands, pushes, noise or randomization."""
+    from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
+
+    vx, vy, yaw = (float(c) for c in first_command)
+    # Collapsed command ranges make reset start with the first scheduled command; it never resamples.
+    fixed = CommandConfig(
+        lin_vel_x=(vx, vx), lin_vel_y=(vy, vy), yaw_rate=(yaw, yaw), resample_seconds=(1e9, 1e9), zero_probability=0.0
+    )
+    return VelocityTask(
+        replace(
+            config,
+            contact=contact,
+            obs_noise=0.0,
+            commands=fixed,
+            pushes=PushConfig(enabled=False),
+            randomization=RandomizationConfig(enabled=False),
+        )
+    )
+
+
+def _kicks(pushes: Sequence[Push], steps: int, dt: float) -> np.ndarray:
+    """(steps, 2) base velocity kick at each control step, m/s."""
+    kicks = np.zeros((steps, 2), np.float32)
+    for t, vx, vy in pushes:
+        if 0 <= t < steps * dt:
+            kicks[min(round(t / dt), steps - 1)] += (vx, vy)
+    return kicks
