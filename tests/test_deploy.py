@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -70,6 +71,26 @@ def test_onnx_policy_equals_jax_policy(run_dir: Path):
     reference = np.asarray(run.policy()(obs, None)[0])
     assert reference.std() > 0.2  # a policy that does something
     np.testing.assert_allclose(exported, reference, atol=1e-5, rtol=0)
+
+
+def test_onnx_export_of_a_brax_shaped_network():
+    """Brax's PPO network: Dense layers named hidden_<i>, 2 x action_size outputs, action = tanh(first half)."""
+    rng = np.random.default_rng(0)
+    sizes = [48, 32, 32, 32, 24]  # 4 layers: hidden_10 must sort after hidden_2
+    names = ["hidden_0", "hidden_2", "hidden_10", "hidden_11"]
+    layers = {
+        n: {"kernel": rng.normal(0, 0.3, (a, b)), "bias": rng.normal(0, 0.1, b)}
+        for n, a, b in zip(names, sizes, sizes[1:])
+    }
+    normalizer = SimpleNamespace(mean=rng.normal(0, 1, 48), std=np.exp(rng.normal(0, 0.5, 48)))
+    run = SimpleNamespace(params=(normalizer, {"params": layers}), run_dir=Path("brax-run"))
+    session = onnxruntime.InferenceSession(onnx_model(mlp_policy(run, 12)).SerializeToString())
+    obs = rng.normal(0, 1, (64, 48)).astype(np.float32)
+    x = (obs - normalizer.mean) / normalizer.std
+    for i, name in enumerate(names):
+        x = x @ layers[name]["kernel"] + layers[name]["bias"]
+        x = np.where(x > 0, x, np.expm1(x)) if i < len(names) - 1 else x
+    np.testing.assert_allclose(session.run(["actions"], {"obs": obs})[0], np.tanh(x[:, :12]), atol=1e-5)
 
 
 def test_export_writes_the_contract(run_dir: Path):
