@@ -10,7 +10,10 @@ import typing
 from pathlib import Path
 
 from smoothloco.tasks import DEFAULT_REWARD_WEIGHTS, VelocityTaskConfig
+from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.shac import SHACConfig
+
+SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig))
 
 HELP = {
     "task.contact": "contact model of the training simulator: hard, smooth or soft",
@@ -24,6 +27,9 @@ HELP = {
     "shac.horizon": "control steps per SHAC window (backpropagation length)",
     "shac.iterations": "training iterations; environment steps = iterations * num_envs * horizon",
     "shac.seed": "random seed",
+    "ppo.num_envs": "parallel environments (split over all devices)",
+    "ppo.iterations": "rollout + update rounds; environment steps = iterations * num_envs * unroll_length",
+    "ppo.seed": "random seed",
     "run.out": "run folder (config, metrics, checkpoints, plots, summary)",
     "run.checkpoint_every": "iterations between checkpoints",
     "run.eval_every": "iterations between evaluations on the fixed command grid (0 = only at the end)",
@@ -60,16 +66,20 @@ def _parse_value(kind, text: str):
 
 
 def add_parser(sub) -> None:
-    from smoothloco.train.runner import RunConfig
+    from smoothloco.train.runner import ALGORITHMS, RunConfig
 
     parser = sub.add_parser(
         "train",
-        help="train a velocity-tracking policy with SHAC (defaults: smooth contact, pushes, randomization)",
-        description="Train with SHAC. Every setting is a flag; values shown are the defaults. Write negative values as --flag=-0.5.",
+        help="train a velocity-tracking policy with SHAC or PPO (defaults: SHAC, smooth contact, pushes, randomization)",
+        description="Train with SHAC (ours) or PPO (Brax's) on the same task. Every setting is a flag; values shown "
+        "are the defaults; only the chosen algorithm's section is used. Write negative values as --flag=-0.5.",
     )
-    parser.add_argument("--resume", metavar="RUN", help="continue the run in folder RUN from its last checkpoint")
+    parser.add_argument("--resume", metavar="RUN", help="continue the (SHAC) run in folder RUN from its last checkpoint")
     parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
-    for prefix, cls in (("task", VelocityTaskConfig), ("shac", SHACConfig), ("run", RunConfig)):
+    parser.add_argument(
+        "--algo", type=_algorithm, default="shac", metavar="|".join(ALGORITHMS), help="training algorithm (default shac)"
+    )
+    for prefix, cls in (*SECTIONS, ("run", RunConfig)):
         for name, kind, default in _flags(prefix, cls):
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
             parser.add_argument(
@@ -80,6 +90,14 @@ def add_parser(sub) -> None:
                 help=f"{HELP.get(name, '')} (default {shown})".strip(),
             )
     parser.set_defaults(func=run_train)
+
+
+def _algorithm(text: str) -> str:
+    from smoothloco.train.runner import ALGORITHMS
+
+    if text not in ALGORITHMS:
+        raise argparse.ArgumentTypeError(f"unknown algorithm {text!r}; accepted: {', '.join(ALGORITHMS)}")
+    return text
 
 
 def config_from_args(args: argparse.Namespace):
@@ -100,7 +118,8 @@ def config_from_args(args: argparse.Namespace):
                 kwargs[f.name] = given[name]
         return cls(**kwargs)
 
-    return TrainConfig(task=build("task", VelocityTaskConfig), shac=build("shac", SHACConfig), run=build("run", RunConfig))
+    sections = {prefix: build(prefix, cls) for prefix, cls in (*SECTIONS, ("run", RunConfig))}
+    return TrainConfig(algo=getattr(args, "algo", "shac"), **sections)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -117,6 +136,9 @@ def run_train(args: argparse.Namespace) -> int:
                 return 2
             saved = json.loads(config_file.read_text())
             config = TrainConfig.from_dict(saved)
+            if config.algo != "shac":
+                print(f"error: --resume {run_dir}: only SHAC runs resume (Brax's PPO restarts from scratch)", file=sys.stderr)
+                return 2
         else:
             config = config_from_args(args)
     except (ValueError, TypeError) as exc:

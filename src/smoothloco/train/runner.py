@@ -1,5 +1,8 @@
-"""A training run: run folder, live progress, metrics (CSV + TensorBoard), checkpoints,
-periodic evaluation, plots and a summary. Returns ``(make_policy, params, metrics)``."""
+"""A training run, SHAC or PPO: run folder, live progress, metrics (CSV + TensorBoard),
+checkpoints, periodic evaluation, plots and a summary. Returns ``(make_policy, params, metrics)``.
+
+Both algorithms report into one ``RunLog``, so their folders, evaluations and timings are the
+same kind of thing and can be compared (``smoothloco compare``)."""
 
 from __future__ import annotations
 
@@ -15,17 +18,19 @@ from typing import Callable
 import jax
 import numpy as np
 
-from smoothloco.evaluate import evaluate_commands
-from smoothloco.parallel import replicated, shard_batch
-from smoothloco.tasks import VelocityTask, VelocityTaskConfig, randomize
-from smoothloco.train import checkpoint
 from brax.training.acme import running_statistics, specs
 
+from smoothloco.evaluate import command_evaluator
+from smoothloco.parallel import replicated, shard_batch
+from smoothloco.tasks import VelocityTask, VelocityTaskConfig, randomize
+from smoothloco.train import checkpoint, ppo
 from smoothloco.train.networks import actor_obs as actor_obs_of
 from smoothloco.train.networks import make_policy_factory
+from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
 
 ProgressFn = Callable[[int, dict], None]
+ALGORITHMS = ("shac", "ppo")
 
 
 @dataclass(frozen=True)
@@ -35,16 +40,41 @@ class RunConfig:
     eval_every: int = 50  # iterations; 0 = only at the end
     eval_seconds: float = 5.0
     compile_cache: str = ".jax_cache"
+    deploy: bool = True  # export the policy and render a short MuJoCo video at the end
 
 
 @dataclass(frozen=True)
 class TrainConfig:
+    algo: str = "shac"  # one of ALGORITHMS; only its section is used
     task: VelocityTaskConfig = field(default_factory=VelocityTaskConfig)
     shac: SHACConfig = field(default_factory=SHACConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
+    def __post_init__(self) -> None:
+        if self.algo not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {self.algo!r}; accepted: {', '.join(ALGORITHMS)}")
+        every = self.run.eval_every
+        if self.algo == "ppo" and every and self.ppo.iterations % every:
+            # Brax's PPO hands out parameters only between equal epochs.
+            raise ValueError(f"ppo.iterations ({self.ppo.iterations}) must be a multiple of run.eval_every ({every})")
+
+    @property
+    def iterations(self) -> int:
+        return self.shac.iterations if self.algo == "shac" else self.ppo.iterations
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.shac.num_envs * self.shac.horizon if self.algo == "shac" else self.ppo.steps_per_iteration
+
     def to_dict(self) -> dict:
-        return {"task": self.task.to_dict(), "shac": self.shac.to_dict(), "run": self.run.__dict__}
+        return {
+            "algo": self.algo,
+            "task": self.task.to_dict(),
+            "shac": self.shac.to_dict(),
+            "ppo": self.ppo.to_dict(),
+            "run": self.run.__dict__,
+        }
 
     @classmethod
     def from_dict(cls, saved: dict) -> "TrainConfig":
@@ -55,8 +85,12 @@ class TrainConfig:
         task = untuple(saved["task"])
         for key, sub in (("commands", CommandConfig), ("pushes", PushConfig), ("randomization", RandomizationConfig)):
             task[key] = sub(**untuple(saved["task"][key]))
-        return cls(
-            task=VelocityTaskConfig(**task), shac=SHACConfig(**untuple(saved["shac"])), run=RunConfig(**saved["run"])
+        return cls(  # runs from before PPO existed have no "algo" and "ppo"
+            algo=saved.get("algo", "shac"),
+            task=VelocityTaskConfig(**task),
+            shac=SHACConfig(**untuple(saved["shac"])),
+            ppo=PPOConfig(**untuple(saved.get("ppo", {}))),
+            run=RunConfig(**saved["run"]),
         )
 
 
@@ -67,7 +101,7 @@ class LoadedRun:
     run_dir: Path
     config: TrainConfig
     make_policy: Callable
-    params: tuple  # (observation normalizer, actor parameters)
+    params: tuple  # (observation normalizer, actor parameters): SHAC's actor or Brax's PPO policy
     iteration: int
     env_steps: int
 
@@ -76,37 +110,40 @@ class LoadedRun:
 
 
 def load_run(run_dir: str | Path) -> LoadedRun:
-    """Read ``config.json`` and the policy part of ``checkpoint.msgpack`` without building the
-    training environment; a clear error if the folder is not a run."""
-    from flax import serialization
-
-    from smoothloco.train.networks import Actor
-
+    """Read ``config.json`` and the policy part of ``checkpoint.msgpack`` (SHAC or PPO) without
+    building the training environment; a clear error if the folder is not a run."""
     run_dir = Path(run_dir)
     config_file, ckpt_path = run_dir / "config.json", run_dir / checkpoint.CHECKPOINT_NAME
     if not config_file.is_file():
         raise checkpoint.CheckpointError(f"{run_dir} is not a run folder: no config.json")
     config = TrainConfig.from_dict(json.loads(config_file.read_text()))
+    raw = checkpoint.load_raw(ckpt_path)
+    try:
+        load = _load_shac_policy if config.algo == "shac" else ppo.load_policy
+        make_policy, params, iteration, env_steps = load(config, raw)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise checkpoint.CheckpointError(f"checkpoint {ckpt_path} does not match {config_file}: {exc}") from exc
+    return LoadedRun(run_dir, config, make_policy, params, iteration, env_steps)
+
+
+def _load_shac_policy(config: TrainConfig, raw: dict) -> tuple[Callable, tuple, int, int]:
+    from flax import serialization
+
+    from smoothloco.train.networks import Actor
+
     c = config.shac
     task = VelocityTask(config.task)
     actor = Actor(c.actor_hidden, task.action_size, c.init_log_std)
     size = task.observation_size
     obs = {k: np.zeros(v, np.float32) for k, v in size.items()} if isinstance(size, dict) else np.zeros(size, np.float32)
     actor_template = actor.init(jax.random.PRNGKey(0), actor_obs_of(obs))
-    normalizer_template = running_statistics.init_state(
-        jax.tree.map(lambda x: specs.Array(x.shape, np.float32), obs)
+    normalizer_template = running_statistics.init_state(jax.tree.map(lambda x: specs.Array(x.shape, np.float32), obs))
+    train_state = raw["0"]  # the checkpoint is (train_state, env_state)
+    params = (
+        serialization.from_state_dict(normalizer_template, train_state["normalizer"]),
+        serialization.from_state_dict(actor_template, train_state["actor_params"]),
     )
-    raw = checkpoint.load_raw(ckpt_path)
-    try:
-        train_state = raw["0"]
-        params = (
-            serialization.from_state_dict(normalizer_template, train_state["normalizer"]),
-            serialization.from_state_dict(actor_template, train_state["actor_params"]),
-        )
-        iteration, env_steps = int(train_state["iteration"]), int(train_state["env_steps"])
-    except (KeyError, ValueError, TypeError) as exc:
-        raise checkpoint.CheckpointError(f"checkpoint {ckpt_path} does not match {config_file}: {exc}") from exc
-    return LoadedRun(run_dir, config, make_policy_factory(actor), params, iteration, env_steps)
+    return make_policy_factory(actor), params, int(train_state["iteration"]), int(train_state["env_steps"])
 
 
 class _StopRequested:
@@ -133,10 +170,30 @@ class _StopRequested:
 def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | None = None):
     run_dir = Path(config.run.out)
     ckpt_path = run_dir / checkpoint.CHECKPOINT_NAME
+    if resume and config.algo != "shac":
+        raise ValueError(f"{run_dir}: only SHAC runs resume; Brax's PPO restarts its optimizer and environments")
     if not resume and ckpt_path.exists():
         raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or choose another --out")
     jax.config.update("jax_compilation_cache_dir", config.run.compile_cache)
+    if not resume:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
 
+    with _StopRequested() as stop:
+        log = RunLog(run_dir, config, stop, progress_fn)
+        if config.algo == "shac":
+            make_policy, params, stopped = _train_shac(config, log, ckpt_path, resume)
+        else:
+            make_policy, params, stopped = ppo.train_ppo(config, log, ckpt_path)
+    log.close()
+    if stopped:
+        print(f"stopped at iteration {log.history[-1]['iteration']}; checkpoint in {ckpt_path}", flush=True)
+    else:
+        _finish(run_dir, config, log.history, log.evaluation, log.first_iteration_s)
+    return make_policy, params, log.history
+
+
+def _train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool) -> tuple[Callable, tuple, bool]:
     c = config.shac
     task = VelocityTask(config.task)
     rand_fn = None
@@ -146,62 +203,108 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
     algo = SHAC(make_env(task, c.num_envs, c.episode_length, rand_fn), c)
     make_policy = make_policy_factory(algo.actor)
 
-    start = time.perf_counter()
     train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(c.seed))
     if resume:
         train_state, env_state = checkpoint.load(ckpt_path, (train_state, env_state))
         print(f"resumed {ckpt_path} at iteration {int(train_state.iteration)}", flush=True)
-    else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     train_state = jax.device_put(train_state, replicated())
     env_state = shard_batch(env_state)
     update = jax.jit(algo.update, donate_argnums=(1,))
 
-    log = _MetricsLog(run_dir)
-    history: list[dict] = []
-    first_iteration_s = None
-    start_iteration = int(train_state.iteration)
-    with _StopRequested() as stop:
-        for it in range(start_iteration, c.iterations):
-            train_state, env_state, metrics = update(train_state, env_state)
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            now = time.perf_counter() - start
-            first_iteration_s = first_iteration_s or now
-            row = {"iteration": it + 1, "env_steps": int(train_state.env_steps), "wall_s": now, **metrics}
-            done = it + 1 == c.iterations
-            if config.run.eval_every and ((it + 1) % config.run.eval_every == 0) or done:
-                policy = make_policy((train_state.normalizer, train_state.actor_params), deterministic=True)
-                evaluation = evaluate_commands(config.task, lambda o: policy(o, None)[0], seconds=config.run.eval_seconds)
-                row.update({f"eval/{k}": v for k, v in evaluation.items() if k != "per_command"})
-            log.write(row)
-            history.append(row)
-            _print_progress(row, it + 1 - start_iteration, c, now, first_iteration_s)
-            if progress_fn:
-                progress_fn(it + 1, row)
-            if (it + 1) % config.run.checkpoint_every == 0 or done or stop.requested:
-                checkpoint.save(ckpt_path, (train_state, env_state))
-            if stop.requested:
-                print(f"stopped at iteration {it + 1}; resume with --resume {run_dir}", flush=True)
-                break
-    log.close()
-    params = (train_state.normalizer, train_state.actor_params)
-    if not stop.requested:
-        _finish(run_dir, config, history, evaluation, first_iteration_s)
-    return make_policy, params, history
+    for it in range(int(train_state.iteration), c.iterations):
+        train_state, env_state, metrics = update(train_state, env_state)
+        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        row = {**log.row(it + 1, int(train_state.env_steps)), **metrics}
+        done = it + 1 == c.iterations
+        if config.run.eval_every and ((it + 1) % config.run.eval_every == 0) or done:
+            row.update(log.evaluate(make_policy, (train_state.normalizer, train_state.actor_params)))
+        log.record(row, c.iterations)
+        if (it + 1) % config.run.checkpoint_every == 0 or done or log.stop_requested:
+            checkpoint.save(ckpt_path, (train_state, env_state))
+        if log.stop_requested and not done:
+            return make_policy, (train_state.normalizer, train_state.actor_params), True
+    return make_policy, (train_state.normalizer, train_state.actor_params), False
 
 
-def _print_progress(row: dict, done_here: int, c: SHACConfig, elapsed: float, first: float) -> None:
-    per_iteration = (elapsed - first) / max(done_here - 1, 1)
-    eta = per_iteration * (c.iterations - row["iteration"])
-    steps_per_s = (done_here - 1) * c.num_envs * c.horizon / max(elapsed - first, 1e-9)
+class RunLog:
+    """What a training loop reports into: timing (with evaluation time kept apart), the shared
+    command-grid evaluation, metrics files, progress lines and the stop flag."""
+
+    def __init__(self, run_dir: Path, config: TrainConfig, stop: _StopRequested, progress_fn: ProgressFn | None) -> None:
+        self.config = config
+        self.history: list[dict] = []
+        self.evaluation: dict | None = None  # the latest, with its per-command rows
+        self.first_iteration_s: float | None = None
+        self._stop = stop
+        self._progress_fn = progress_fn
+        self._metrics = _MetricsLog(run_dir)
+        self._evaluate: Callable | None = None
+        self._eval_s = 0.0
+        self._start = time.perf_counter()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.requested
+
+    def row(self, iteration: int, env_steps: int) -> dict:
+        """The start of a metrics row: counters and both clocks. ``train_wall_s`` leaves out the
+        time spent evaluating, so the algorithms' speeds compare whatever the evaluation schedule."""
+        wall = time.perf_counter() - self._start
+        self.first_iteration_s = self.first_iteration_s or wall
+        return {"iteration": iteration, "env_steps": env_steps, "wall_s": wall, "train_wall_s": wall - self._eval_s}
+
+    def evaluate(self, make_policy: Callable, params) -> dict:
+        """The deterministic policy on the command grid, as ``eval/<metric>`` entries. The
+        rollout compiles once per run (``make_policy`` is the same function every time)."""
+        tic = time.perf_counter()
+        if self._evaluate is None:
+            policy_of = lambda p: lambda obs: make_policy(p, deterministic=True)(obs, None)[0]  # noqa: E731
+            self._evaluate = command_evaluator(self.config.task, policy_of, seconds=self.config.run.eval_seconds)
+        self.evaluation = self._evaluate(params)
+        self._eval_s += time.perf_counter() - tic
+        return {f"eval/{k}": v for k, v in self.evaluation.items() if k != "per_command"}
+
+    def record(self, row: dict, iterations: int) -> None:
+        self._metrics.write(row)
+        self.history.append(row)
+        _print_progress(row, self.history, iterations, self.config.algo)
+        if self._progress_fn:
+            self._progress_fn(row["iteration"], row)
+
+    def close(self) -> None:
+        self._metrics.close()
+
+
+# (metric, label, format) shown in the progress line when a row has it.
+_PROGRESS_FIELDS = (
+    ("reward_per_step", "reward/step", "+.4f"),
+    ("lin_vel_error", "lin_err", ".3f"),
+    ("yaw_rate_error", "yaw_err", ".3f"),
+    ("actor_grad_norm", "|g|", ".2f"),
+    ("skipped_updates", "skipped", ".0f"),
+    ("training/policy_loss", "pi_loss", "+.4f"),
+    ("training/v_loss", "v_loss", ".4f"),
+    ("training/learning_rate", "lr", ".1e"),
+)
+
+
+def _print_progress(row: dict, history: list[dict], iterations: int, algo: str) -> None:
+    first = history[0]  # its time includes compilation, so speeds are measured from it on
+    done_here = row["iteration"] - first["iteration"]
+    seconds = row["train_wall_s"] - first["train_wall_s"]
+    steps_per_s = (row["env_steps"] - first["env_steps"]) / seconds if done_here else float("nan")
+    per_iteration = seconds / done_here if done_here else row["train_wall_s"] / max(row["iteration"], 1)
+    eta = per_iteration * (iterations - row["iteration"])
+    fields = " ".join(f"{label} {row[key]:{fmt}}" for key, label, fmt in _PROGRESS_FIELDS if key in row)
     extra = ""
     if "eval/lin_vel_error" in row:
-        extra = f" | eval lin {row['eval/lin_vel_error']:.3f} yaw {row['eval/yaw_rate_error']:.3f} falls {row['eval/fall_rate']:.2f}"
+        extra = (
+            f" | eval return {row['eval/episode_return']:.2f} lin {row['eval/lin_vel_error']:.3f} "
+            f"yaw {row['eval/yaw_rate_error']:.3f} falls {row['eval/fall_rate']:.2f}"
+        )
     print(
-        f"it {row['iteration']:4d}/{c.iterations} steps {row['env_steps']:>9,d} {steps_per_s:7.0f}/s "
-        f"reward/step {row['reward_per_step']:+.4f} lin_err {row['lin_vel_error']:.3f} yaw_err {row['yaw_rate_error']:.3f} "
-        f"|g| {row['actor_grad_norm']:.2f} skipped {int(row['skipped_updates'])} ETA {eta / 60:.1f} min{extra}",
+        f"{algo} it {row['iteration']:4d}/{iterations} steps {row['env_steps']:>9,d} {steps_per_s:7.0f}/s {fields} "
+        f"ETA {eta / 60:.1f} min{extra}",
         flush=True,
     )
 
@@ -235,6 +338,8 @@ class _MetricsLog:
 def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation: dict, first_iteration_s: float) -> None:
     last = history[-1]
     summary = {
+        "algo": config.algo,
+        "episode_return": evaluation["episode_return"],
         "lin_vel_error": evaluation["lin_vel_error"],
         "yaw_rate_error": evaluation["yaw_rate_error"],
         "fall_rate": evaluation["fall_rate"],
@@ -248,11 +353,12 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
     lines = [
         f"# Training summary: {run_dir.name}",
         "",
-        f"SHAC on `{config.task.contact}` contact, {last['env_steps']:,} environment steps in {last['wall_s'] / 60:.1f} min "
-        f"(first iteration after {first_iteration_s:.0f} s).",
+        f"{config.algo.upper()} on `{config.task.contact}` contact, {last['env_steps']:,} environment steps in "
+        f"{last['wall_s'] / 60:.1f} min (first iteration after {first_iteration_s:.0f} s).",
         "",
         "| metric | value |",
         "|---|---|",
+        f"| return on the evaluation grid ({config.run.eval_seconds:g} s per command, until a fall) | {evaluation['episode_return']:.3f} |",
         f"| linear-velocity tracking error | {evaluation['lin_vel_error']:.3f} m/s |",
         f"| yaw-rate tracking error | {evaluation['yaw_rate_error']:.3f} rad/s |",
         f"| fall rate (evaluation grid) | {evaluation['fall_rate']:.2f} |",
@@ -266,33 +372,39 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
     ]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(run_dir, history)
-    from smoothloco.deploy.cli import deploy_after_training
+    if config.run.deploy:
+        from smoothloco.deploy.cli import deploy_after_training
 
-    deploy_after_training(run_dir)
+        deploy_after_training(run_dir)
 
 
 def _plot(run_dir: Path, history: list[dict]) -> None:
+    """Training curves (where the algorithm reports them: SHAC does, Brax's PPO does not) and
+    the evaluations, against environment steps and wall-clock."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = np.array([h["env_steps"] for h in history])
-    wall = np.array([h["wall_s"] for h in history])
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-    for col, (x, label) in enumerate([(steps, "environment steps"), (wall / 60, "wall-clock (min)")]):
-        axes[0, col].plot(x, [h["reward_per_step"] for h in history])
-        axes[0, col].set_ylabel("reward per control step")
-        axes[1, col].plot(x, [h["lin_vel_error"] for h in history], label="linear (m/s)")
-        axes[1, col].plot(x, [h["yaw_rate_error"] for h in history], label="yaw (rad/s)")
-        evals = [h for h in history if "eval/lin_vel_error" in h]
-        if evals:
-            ex = [h["env_steps"] if col == 0 else h["wall_s"] / 60 for h in evals]
-            axes[1, col].plot(ex, [h["eval/lin_vel_error"] for h in evals], "o-", label="eval linear")
-            axes[1, col].plot(ex, [h["eval/yaw_rate_error"] for h in evals], "s-", label="eval yaw")
-        axes[1, col].set_ylabel("tracking error")
-        axes[1, col].set_xlabel(label)
-        axes[1, col].legend()
+    trained = [h for h in history if "reward_per_step" in h]
+    evals = [h for h in history if "eval/lin_vel_error" in h]
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
+    for col, (key, scale, label) in enumerate([("env_steps", 1, "environment steps"), ("wall_s", 60, "wall-clock (min)")]):
+        x = lambda rows: [h[key] / scale for h in rows]  # noqa: E731
+        top, bottom = axes[0, col], axes[1, col]
+        top.plot(x(evals), [h["eval/episode_return"] for h in evals], "o-", color="C2", label="eval return")
+        top.set_ylabel("evaluation return")
+        if trained:
+            twin = top.twinx()
+            twin.plot(x(trained), [h["reward_per_step"] for h in trained], color="C0", alpha=0.6)
+            twin.set_ylabel("training reward per control step", color="C0")
+            bottom.plot(x(trained), [h["lin_vel_error"] for h in trained], label="linear (m/s)")
+            bottom.plot(x(trained), [h["yaw_rate_error"] for h in trained], label="yaw (rad/s)")
+        bottom.plot(x(evals), [h["eval/lin_vel_error"] for h in evals], "o-", label="eval linear")
+        bottom.plot(x(evals), [h["eval/yaw_rate_error"] for h in evals], "s-", label="eval yaw")
+        bottom.set_ylabel("tracking error")
+        bottom.set_xlabel(label)
+        bottom.legend()
     fig.tight_layout()
     fig.savefig(run_dir / "training.png", dpi=100)
     plt.close(fig)
