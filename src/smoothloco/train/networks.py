@@ -61,7 +61,8 @@ def make_policy_factory(actor: Actor) -> Callable:
         normalizer, actor_params = params
 
         def policy(obs: jax.Array, key: jax.Array) -> tuple[jax.Array, dict]:
-            mean, log_std = actor.apply(actor_params, running_statistics.normalize(actor_obs(obs), normalizer))
+            # Normalize the whole observation (the statistics share its structure), then select.
+            mean, log_std = actor.apply(actor_params, actor_obs(running_statistics.normalize(obs, normalizer)))
             if deterministic:
                 return mean, {}
             return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape), {}

@@ -26,6 +26,11 @@ from flax import struct
 from smoothloco.train.networks import Actor, Critic, actor_obs, critic_obs
 
 
+# Observations arrive scaled to O(1) (tasks.velocity.OBS_LAYOUT); a feature that barely varies
+# (a command range of zero width, a joint that never moves) must not be blown up by 1/std.
+OBS_STD_FLOOR = 0.05
+
+
 @dataclass(frozen=True)
 class SHACConfig:
     num_envs: int = 256
@@ -114,7 +119,9 @@ class SHAC:
             target_critic_params=critic_params,
             actor_opt=self.actor_optimizer.init(actor_params),
             critic_opt=self.critic_optimizer.init(critic_params),
-            normalizer=running_statistics.update(normalizer, env_state.obs),
+            # Identity until the first window is seen: reset observations have zero velocities,
+            # and statistics of those alone would scale the next observations by ~1e6.
+            normalizer=normalizer,
             rng=rng,
             iteration=jnp.zeros((), jnp.int32),
             env_steps=jnp.zeros((), jnp.int32),
@@ -147,7 +154,7 @@ class SHAC:
             critic_params=critic_params,
             critic_opt=critic_opt,
             target_critic_params=target,
-            normalizer=running_statistics.update(ts.normalizer, traj["obs"]),
+            normalizer=running_statistics.update(ts.normalizer, traj["obs"], std_min_value=OBS_STD_FLOOR),
             rng=rng,
             iteration=ts.iteration + 1,
             env_steps=ts.env_steps + c.num_envs * c.horizon,
