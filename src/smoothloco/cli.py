@@ -1,4 +1,4 @@
-"""Command line: ``smoothloco train / export / play / bench``.
+"""Command line: ``smoothloco train / compare / export / play / bench``.
 
 JAX is imported inside the commands, after the host devices are requested, so that on a CPU
 machine every core gets a device of its own.
@@ -65,9 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     from smoothloco.train import cli as train_cli
 
     train_cli.add_parser(sub)
+    from smoothloco.train import compare
+
+    compare.add_parser(sub)
     from smoothloco.deploy import cli as deploy_cli
 
     deploy_cli.add_parser(sub)
+    from smoothloco.evaluate import study, transfer
+
+    transfer.add_parser(sub)
+    study.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,272 @@
+"""``smoothloco compare``: SHAC against Brax's PPO on the same task, seeds and evaluation schedule.
+
+Every run is an ordinary training run (``runner.train``) in ``OUT/<algo>-seed<k>``. Both
+algorithms are evaluated with the same command-grid evaluation every ``eval_interval`` environment
+steps (a common multiple of one SHAC and one PPO iteration); PPO gets ``ppo_factor`` times SHAC's
+environment steps, since it is expected to need more. The threshold is 90 % of SHAC's final
+evaluation return (mean over seeds); the table says how many environment steps and how much
+training wall-clock (evaluation time left out, compilation included) each algorithm needs until its
+seed-mean evaluation return first reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from smoothloco.train.ppo import PPOConfig
+from smoothloco.train.runner import RunConfig, TrainConfig
+from smoothloco.train.shac import SHACConfig
+
+ALGOS = ("shac", "ppo")
+THRESHOLD_FRACTION = 0.9
+METRICS = ("episode_return", "lin_vel_error", "yaw_rate_error", "fall_rate")
+
+
+@dataclass(frozen=True)
+class Budget:
+    num_envs: int
+    evals: int  # SHAC evaluations; PPO gets ppo_factor times as many on the same schedule
+    interval_multiple: int  # eval interval = this * lcm(SHAC iteration, PPO iteration) env steps
+    ppo_factor: int
+    eval_seconds: float
+    seeds: int
+
+
+# Measured on 2 shared CPU cores: quick runs a few minutes (mostly compilation), full about an hour.
+BUDGETS = {
+    "quick": Budget(num_envs=64, evals=6, interval_multiple=1, ppo_factor=4, eval_seconds=2.0, seeds=2),
+    "full": Budget(num_envs=256, evals=10, interval_multiple=1, ppo_factor=4, eval_seconds=5.0, seeds=3),
+}
+
+Trainer = Callable[[TrainConfig], list[dict]]  # a finished run's metrics rows
+
+
+def run_configs(budget: Budget, seed: int, out: Path) -> dict[str, TrainConfig]:
+    """One SHAC and one PPO config whose evaluations fall on the same environment steps."""
+    shac, ppo = replace(SHACConfig(), num_envs=budget.num_envs, seed=seed), PPOConfig(num_envs=budget.num_envs, seed=seed)
+    shac_steps, ppo_steps = shac.num_envs * shac.horizon, ppo.steps_per_iteration
+    interval = math.lcm(shac_steps, ppo_steps) * budget.interval_multiple
+    every = {"shac": interval // shac_steps, "ppo": interval // ppo_steps}
+    shac = replace(shac, iterations=every["shac"] * budget.evals)
+    ppo = replace(ppo, iterations=every["ppo"] * budget.evals * budget.ppo_factor)
+    configs = {}
+    for algo in ALGOS:
+        run = RunConfig(
+            out=str(out / f"{algo}-seed{seed}"),
+            eval_every=every[algo],
+            checkpoint_every=every[algo],
+            eval_seconds=budget.eval_seconds,
+            deploy=False,
+        )
+        configs[algo] = TrainConfig(algo=algo, shac=shac, ppo=ppo, run=run)
+    return configs
+
+
+def default_trainer(config: TrainConfig) -> list[dict]:
+    """Train, or reuse a finished run in the same folder (so an interrupted comparison continues)."""
+    from smoothloco.train.runner import train
+
+    run_dir = Path(config.run.out)
+    if (run_dir / "summary.json").is_file():
+        print(f"reusing the finished run in {run_dir}", flush=True)
+        with (run_dir / "metrics.csv").open() as f:
+            return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+    if run_dir.exists():
+        raise FileExistsError(f"{run_dir} holds an unfinished run; remove it to train it again")
+    return train(config)[2]
+
+
+def compare(out: Path, budget: Budget, seeds: int, trainer: Trainer = default_trainer) -> dict:
+    """Train both algorithms on ``seeds`` seeds and write ``compare.json``, ``compare.md`` and
+    ``compare.png`` to ``out``; returns what ``compare.json`` holds."""
+    if seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {seeds}")
+    out.mkdir(parents=True, exist_ok=True)
+    evaluations: dict[str, list[list[dict]]] = {algo: [] for algo in ALGOS}
+    for seed in range(seeds):
+        for algo, config in run_configs(budget, seed, out).items():
+            history = trainer(config)
+            evaluations[algo].append([row for row in history if "eval/episode_return" in row])
+    curves = {algo: _curves(runs) for algo, runs in evaluations.items()}
+    result = _summarize(curves, budget, seeds)
+    (out / "compare.json").write_text(json.dumps(result, indent=2))
+    (out / "compare.md").write_text(_markdown(result))
+    _plot(out / "compare.png", curves, result["threshold"]["value"])
+    return result
+
+
+def _curves(runs: list[list[dict]]) -> dict[str, list[float]]:
+    """Seed mean and spread at each evaluation; every seed has the same schedule."""
+    length = min(len(r) for r in runs)
+    if length == 0:
+        raise ValueError("a run finished without any evaluation")
+    column = lambda key: np.array([[row[key] for row in r[:length]] for r in runs], float)  # noqa: E731 (seeds, evals)
+    curves = {"env_steps": column("env_steps")[0].tolist(), "train_wall_s": column("train_wall_s").mean(0).tolist()}
+    for metric in METRICS:
+        values = column(f"eval/{metric}")
+        curves[f"{metric}_mean"] = values.mean(0).tolist()
+        curves[f"{metric}_min"] = values.min(0).tolist()
+        curves[f"{metric}_max"] = values.max(0).tolist()
+    curves["episode_return_per_seed"] = column("eval/episode_return").tolist()
+    return curves
+
+
+def _first_reach(curves: dict, threshold: float) -> dict:
+    mean = np.asarray(curves["episode_return_mean"])
+    hits = np.flatnonzero(mean >= threshold)
+    per_seed = [
+        next((curves["env_steps"][i] for i, v in enumerate(seed) if v >= threshold), None)
+        for seed in curves["episode_return_per_seed"]
+    ]
+    reached = {"reached_threshold": bool(hits.size), "env_steps": None, "train_wall_s": None, "per_seed_env_steps": per_seed}
+    if hits.size:
+        reached.update(env_steps=curves["env_steps"][hits[0]], train_wall_s=curves["train_wall_s"][hits[0]])
+    return reached
+
+
+def _summarize(curves: dict[str, dict], budget: Budget, seeds: int) -> dict:
+    shac_final = curves["shac"]["episode_return_mean"][-1]
+    threshold = shac_final - (1 - THRESHOLD_FRACTION) * abs(shac_final)  # = 0.9 x final when it is positive
+    algos = {}
+    for algo, c in curves.items():
+        final = {m: c[f"{m}_mean"][-1] for m in METRICS}
+        algos[algo] = {
+            **_first_reach(c, threshold),
+            "total_env_steps": c["env_steps"][-1],
+            "total_train_wall_s": c["train_wall_s"][-1],
+            "env_steps_per_s": c["env_steps"][-1] / c["train_wall_s"][-1],
+            "final": final,
+            "best_return": max(c["episode_return_mean"]),
+        }
+    shac, ppo = algos["shac"], algos["ppo"]
+    reached = ppo["reached_threshold"]
+    ratio = lambda key: ppo[key] / shac[key] if reached else None  # noqa: E731
+    result = {
+        "budget": asdict(budget),
+        "seeds": seeds,
+        "eval_interval_env_steps": curves["shac"]["env_steps"][0],
+        "evaluation": "deterministic policy on the fixed command grid (evaluate.EVAL_COMMANDS), no pushes or "
+        f"randomization, {budget.eval_seconds:g} s per command; return = reward summed until a fall, mean over commands",
+        "threshold": {
+            "definition": f"{THRESHOLD_FRACTION:.0%} of SHAC's final evaluation return (mean over seeds); "
+            "an algorithm reaches it at the first evaluation where its seed-mean return is at least that",
+            "shac_final_return": shac_final,
+            "value": threshold,
+        },
+        "shac": shac,
+        "ppo": ppo,
+        "ppo_reached_threshold": reached,
+        "env_steps_ratio_ppo_over_shac": ratio("env_steps"),
+        "wall_ratio_ppo_over_shac": ratio("train_wall_s"),
+        "curves": curves,
+    }
+    if not reached:  # how far PPO got, and what its budget says about the ratio
+        result["ppo_best_return_fraction_of_shac_final"] = ppo["best_return"] / shac_final if shac_final else None
+        result["env_steps_ratio_lower_bound"] = ppo["total_env_steps"] / shac["env_steps"]
+    return result
+
+
+def _markdown(r: dict) -> str:
+    fmt = lambda x, spec: "not reached" if x is None else format(x, spec)  # noqa: E731
+    lines = [
+        "# SHAC vs PPO: sample efficiency",
+        "",
+        f"{r['seeds']} seed(s) each, {r['budget']['num_envs']} environments, evaluation every "
+        f"{r['eval_interval_env_steps']:,} environment steps: {r['evaluation']}.",
+        "",
+        f"Threshold: {r['threshold']['definition']}: {r['threshold']['value']:.3f} "
+        f"(SHAC final {r['threshold']['shac_final_return']:.3f}).",
+        "",
+        "| algorithm | env steps to threshold | train wall-clock to threshold (s) | env steps run | env steps/s "
+        "| final return | final lin err (m/s) | final yaw err (rad/s) | final fall rate |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for algo in ALGOS:
+        a, f = r[algo], r[algo]["final"]
+        lines.append(
+            f"| {algo.upper()} | {fmt(a['env_steps'], ',')} | {fmt(a['train_wall_s'], '.0f')} | {a['total_env_steps']:,} "
+            f"| {a['env_steps_per_s']:.0f} | {f['episode_return']:.3f} | {f['lin_vel_error']:.3f} "
+            f"| {f['yaw_rate_error']:.3f} | {f['fall_rate']:.2f} |"
+        )
+    lines.append("")
+    if r["ppo_reached_threshold"]:
+        lines.append(
+            f"PPO / SHAC: **{r['env_steps_ratio_ppo_over_shac']:.1f}x** the environment steps, "
+            f"**{r['wall_ratio_ppo_over_shac']:.1f}x** the training wall-clock."
+        )
+    else:
+        lines.append(
+            f"PPO did not reach the threshold: its best seed-mean return was {r['ppo']['best_return']:.3f} "
+            f"({fmt(r['ppo_best_return_fraction_of_shac_final'], '.0%')} of SHAC's final) after "
+            f"{r['ppo']['total_env_steps']:,} steps, so it needs more than "
+            f"{r['env_steps_ratio_lower_bound']:.1f}x SHAC's environment steps."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _plot(path: Path, curves: dict[str, dict], threshold: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey="row")
+    rows = (("episode_return", "evaluation return"), ("lin_vel_error", "linear-velocity error (m/s)"))
+    for col, (x_key, scale, x_label) in enumerate(
+        (("env_steps", 1.0, "environment steps"), ("train_wall_s", 60.0, "training wall-clock (min)"))
+    ):
+        for row, (metric, y_label) in enumerate(rows):
+            ax = axes[row, col]
+            for i, (algo, c) in enumerate(curves.items()):
+                x = np.asarray(c[x_key]) / scale
+                ax.plot(x, c[f"{metric}_mean"], "o-", ms=3, color=f"C{i}", label=f"{algo.upper()} (mean)")
+                ax.fill_between(x, c[f"{metric}_min"], c[f"{metric}_max"], color=f"C{i}", alpha=0.2)
+            if metric == "episode_return":
+                ax.axhline(threshold, color="k", ls="--", lw=1, label="threshold")
+            ax.set_xlabel(x_label)
+            ax.set_ylabel(y_label)
+            ax.grid(alpha=0.3)
+    axes[0, 0].legend()
+    fig.suptitle("SHAC vs PPO on the same task: seed mean, band = min..max over seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "compare",
+        help="train SHAC and PPO on the same seeds and compare sample efficiency (figure + table)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the runs, compare.png/.json/.md")
+    parser.add_argument("--budget", choices=sorted(BUDGETS), default="quick", help="quick: minutes; full: about an hour")
+    parser.add_argument("--seeds", type=_positive, metavar="N", help="seeds per algorithm (default: the budget's)")
+    parser.set_defaults(func=run_compare)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    budget = BUDGETS[args.budget]
+    try:
+        compare(Path(args.out), budget, args.seeds or budget.seeds)
+    except FileExistsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print((Path(args.out) / "compare.md").read_text())
+    return 0
