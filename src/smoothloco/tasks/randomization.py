@@ -32,21 +32,29 @@ def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = Randomizat
             "motor_strength": uniform(k[5], config.motor_strength, (n_joints,)),
         }
 
-    # Only the randomized leaves carry a batch axis; everything else stays shared.
-    s = jax.vmap(sample)(rng)
+    return _batched(sim, jax.vmap(sample)(rng))
+
+
+def set_physics(sim: Sim, friction: jax.Array, added_base_mass: jax.Array) -> tuple[Sim, Sim]:
+    """Given ground friction and added base mass (kg) per environment, shapes (n,), in the
+    ``randomize`` form; the other parameters stay nominal. For scripted evaluations."""
+    friction, added = jnp.asarray(friction, sim.friction.dtype), jnp.asarray(added_base_mass, sim.friction.dtype)
+    if friction.ndim != 1 or friction.shape != added.shape:
+        raise ValueError(f"friction and added_base_mass must be (n,) arrays of one length, got {friction.shape}, {added.shape}")
+    body_mass = sim.mjx_model.body_mass
+    return _batched(sim, {"body_mass": jnp.tile(body_mass, (friction.shape[0], 1)).at[:, 1].add(added), "friction": friction})
+
+
+def _batched(sim: Sim, values: dict[str, jax.Array]) -> tuple[Sim, Sim]:
+    """``sim`` with the given leaves batched along axis 0, and the matching ``in_axes``: only those
+    leaves carry a batch axis; everything else stays shared."""
+    model_keys = {k for k in values if k in ("body_mass", "body_ipos")}
+    sim_keys = set(values) - model_keys
     batched = sim.replace(
-        mjx_model=model.tree_replace({"body_mass": s["body_mass"], "body_ipos": s["body_ipos"]}),
-        friction=s["friction"],
-        kp=s["kp"],
-        kd=s["kd"],
-        motor_strength=s["motor_strength"],
+        mjx_model=sim.mjx_model.tree_replace({k: values[k] for k in model_keys}), **{k: values[k] for k in sim_keys}
     )
     in_axes = jax.tree.map(lambda _: None, sim)
     in_axes = in_axes.replace(
-        mjx_model=in_axes.mjx_model.tree_replace({"body_mass": 0, "body_ipos": 0}),
-        friction=0,
-        kp=0,
-        kd=0,
-        motor_strength=0,
+        mjx_model=in_axes.mjx_model.tree_replace({k: 0 for k in model_keys}), **{k: 0 for k in sim_keys}
     )
     return batched, in_axes

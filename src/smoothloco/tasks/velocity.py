@@ -33,17 +33,11 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
 )
 OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
-COMMAND_SCALE = (2.0, 2.0, 0.25)
 
 
 def observation_scales() -> np.ndarray:
     """Scale of each observation entry as the task applies it (policy.json carries these)."""
-    scales = np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
-    # COMMAND_SCALE was meant for the command (entries 9:12) but lands on entries 12:15, the
-    # first three joint angles. Trained policies depend on it, so it stays until runs record
-    # their own scales; deployment is exact either way since policy.json holds these values.
-    scales[12:15] = COMMAND_SCALE
-    return scales
+    return np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
 
 
 class VelocityTask(Env):
@@ -103,6 +97,12 @@ class VelocityTask(Env):
         return State(physics, obs, jnp.zeros(()), jnp.zeros(()), metrics, info)
 
     def step(self, state: State, action: jax.Array) -> State:
+        return self.step_with_contact(state, action)[0]
+
+    def step_with_contact(self, state: State, action: jax.Array, kick: jax.Array | None = None) -> tuple[State, StepInfo]:
+        """``step`` that also returns the contact of its last simulation step (torques, foot
+        velocities, gaps), for evaluation. ``kick`` (m/s, world x/y) is a scripted push added to
+        the base velocity where random pushes land: after the physics, before the observation."""
         cfg = self.config
         info = dict(state.info)
         rng, noise_key, command_key, push_key, push_dir_key = jax.random.split(info["rng"], 5)
@@ -126,6 +126,8 @@ class VelocityTask(Env):
         info.update(rng=rng, last_action=action, air_time=air_time)
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
+        if kick is not None:
+            physics = physics.replace(v=physics.v.at[:2].add(kick))
         obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
         metrics = dict(state.metrics)  # keep keys that wrappers (Brax's PPO) add
         metrics.update({f"reward/{k}": v for k, v in terms.items()})
@@ -133,7 +135,8 @@ class VelocityTask(Env):
             lin_vel_error=jnp.linalg.norm(rewards_in.command[:2] - rewards_in.lin_vel[:2]),
             yaw_rate_error=jnp.abs(rewards_in.command[2] - rewards_in.ang_vel[2]),
         )
-        return state.replace(pipeline_state=physics, obs=obs, reward=reward, done=done, metrics=metrics, info=info)
+        state = state.replace(pipeline_state=physics, obs=obs, reward=reward, done=done, metrics=metrics, info=info)
+        return state, contact
 
     # -- pieces ---------------------------------------------------------------------------
     def _active_terms(self) -> list[str]:

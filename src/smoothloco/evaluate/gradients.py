@@ -1,0 +1,167 @@
+"""How informative the policy gradient is through each contact model.
+
+For a fixed policy, the return of a window of H control steps is differentiated through the
+task (what SHAC does) for several independent batches of start states and action noise, and
+compared with a zeroth-order estimate of the gradient of the same windowed return (Gaussian-
+smoothed central finite differences, the same batches: common random numbers).
+
+- ``batch_cosine``: mean pairwise cosine similarity of the batches' analytic gradients
+  (1: every batch points the same way; ~0: the gradient is noise);
+- ``relative_std``: spread of the batch gradients around their mean, relative to its norm;
+- ``zo_cosine``: cosine between the mean analytic gradient and the zeroth-order estimate, both
+  projected on the same random ``directions``-dimensional subspace of parameter space (in all
+  ~30k actor parameters a zeroth-order estimate from a few dozen samples would be noise).
+
+Hard contact is expected to give gradients that disagree across batches and with the smoothed
+estimate, increasingly with the window; smoothed and soft contact to agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+ReturnsFn = Callable[[object, jax.Array], jax.Array]  # (params, key) -> (n_windows,) windowed returns
+
+
+@dataclass(frozen=True)
+class GradientSettings:
+    windows: tuple[int, ...] = (4, 8, 16, 32)  # control steps
+    batches: int = 4  # independent batches for the spread
+    envs: int = 16  # environments per batch
+    warmup: int = 25  # control steps of the policy before the window (feet loaded, not dropping)
+    directions: int = 8  # dimension of the random subspace of the zeroth-order comparison
+    samples: int = 16  # antithetic pairs of the zeroth-order estimate
+    sigma: float = 0.02  # smoothing radius in parameter space
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.windows or min(self.windows) < 1:
+            raise ValueError(f"windows must be positive step counts, got {self.windows}")
+        for name in ("batches", "envs", "directions", "samples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.batches < 2:
+            raise ValueError("batches must be >= 2 to measure a spread")
+        if self.warmup < 0 or not self.sigma > 0:
+            raise ValueError(f"warmup must be >= 0 and sigma > 0, got {self.warmup}, {self.sigma}")
+
+
+def _cosine(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.sum(a * b, -1) / (jnp.linalg.norm(a, axis=-1) * jnp.linalg.norm(b, axis=-1) + 1e-30)
+
+
+def gradient_quality(returns_fn: ReturnsFn, params, settings: GradientSettings) -> dict[str, np.ndarray]:
+    """``batch_cosine``, ``relative_std``, ``zo_cosine`` and ``grad_norm``, one value per window
+    (the entries of ``returns_fn``'s output)."""
+    flat, unravel = ravel_pytree(params)
+    f = lambda x, key: returns_fn(unravel(x), key)  # noqa: E731
+    key = jax.random.PRNGKey(settings.seed)
+    batch_key, basis_key, eps_key = jax.random.split(key, 3)
+    batch_keys = jax.random.split(batch_key, settings.batches)
+
+    jac = jax.jit(jax.vmap(jax.jacrev(f), in_axes=(None, 0)))(flat, batch_keys)  # (B, W, d)
+    jac = jnp.moveaxis(jac, 0, 1)  # (W, B, d)
+    mean = jac.mean(axis=1)
+    pairs = [(i, j) for i in range(settings.batches) for j in range(i + 1, settings.batches)]
+    batch_cosine = jnp.mean(jnp.stack([_cosine(jac[:, i], jac[:, j]) for i, j in pairs]), axis=0)
+    spread = jnp.sqrt(jnp.sum(jnp.var(jac, axis=1), axis=-1))
+    relative_std = spread / (jnp.linalg.norm(mean, axis=-1) + 1e-30)
+
+    basis, _ = jnp.linalg.qr(jax.random.normal(basis_key, (flat.shape[0], settings.directions)))  # (d, K)
+    eps = jax.random.normal(eps_key, (settings.samples, settings.directions))  # (M, K)
+    steps = settings.sigma * eps @ basis.T  # (M, d)
+
+    def zeroth_order(key: jax.Array) -> jax.Array:  # (W, K) for one batch
+        plus = jax.vmap(lambda s: f(flat + s, key))(steps)
+        minus = jax.vmap(lambda s: f(flat - s, key))(steps)
+        return jnp.einsum("mw,mk->wk", (plus - minus) / (2 * settings.sigma), eps) / settings.samples
+
+    zo = jax.jit(jax.vmap(zeroth_order))(batch_keys).mean(axis=0)  # (W, K)
+    zo_cosine = _cosine(mean @ basis, zo)
+    out = {
+        "batch_cosine": batch_cosine,
+        "relative_std": relative_std,
+        "zo_cosine": zo_cosine,
+        "grad_norm": jnp.linalg.norm(mean, axis=-1),
+    }
+    return {k: np.asarray(v, np.float64) for k, v in out.items()}
+
+
+def task_returns_fn(task, actor, normalizer, settings: GradientSettings) -> ReturnsFn:
+    """Windowed returns of ``actor`` in ``task``: a batch of ``settings.envs`` fresh episodes, a
+    warm-up (no gradient), then the window with reparameterized action noise; rewards after a
+    termination do not count. Output ``(len(windows),)``: the batch-mean return of the first H
+    steps for each window H (one rollout serves every window)."""
+    from brax.training.acme import running_statistics
+
+    from smoothloco.train.networks import actor_obs
+
+    longest = max(settings.windows)
+    ends = jnp.asarray(settings.windows) - 1
+
+    def act(params, obs, noise):
+        mean, log_std = actor.apply(params, actor_obs(running_statistics.normalize(obs, normalizer)))
+        return mean + jnp.exp(log_std) * noise
+
+    def one_env(params, key):
+        reset_key, warm_key, noise_key = jax.random.split(key, 3)
+        state = task.reset(reset_key)
+        shape = (task.action_size,)
+
+        def warm(state, key):
+            return task.step(state, act(jax.lax.stop_gradient(params), state.obs, jax.random.normal(key, shape))), None
+
+        state, _ = jax.lax.scan(warm, state, jax.random.split(warm_key, settings.warmup))
+        state = jax.lax.stop_gradient(state)
+        state = state.replace(done=jnp.zeros_like(state.done))  # a fall during warm-up leaves the window empty anyway
+
+        def window(carry, key):
+            state, alive = carry
+            state = task.step(state, act(params, state.obs, jax.random.normal(key, shape)))
+            reward = alive * state.reward
+            return (state, alive * (1.0 - state.done)), reward
+
+        _, rewards = jax.lax.scan(window, (state, jnp.ones(())), jax.random.split(noise_key, longest))
+        return jnp.cumsum(rewards)[ends]
+
+    def returns(params, key):
+        return jax.vmap(one_env, in_axes=(None, 0))(params, jax.random.split(key, settings.envs)).mean(axis=0)
+
+    return returns
+
+
+def contact_gradient_quality(
+    models: Sequence[str], settings: GradientSettings, task_overrides: Callable[[str], dict] | None = None
+) -> dict[str, dict[str, list[float]]]:
+    """``gradient_quality`` of the initial SHAC actor (identity normalizer) for each contact
+    model, in the task without pushes or randomization. ``task_overrides(model)`` adds task
+    settings per model (e.g. a smaller step for ``soft``)."""
+    from brax.training.acme import running_statistics, specs
+
+    from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+    from smoothloco.train.networks import Actor
+    from smoothloco.train.shac import SHACConfig
+
+    shac = SHACConfig()
+    out = {}
+    for model in models:
+        config = replace(
+            VelocityTaskConfig(),
+            contact=model,
+            pushes=PushConfig(enabled=False),
+            randomization=RandomizationConfig(enabled=False),
+            **(task_overrides(model) if task_overrides else {}),
+        )
+        task = VelocityTask(config)
+        actor = Actor(shac.actor_hidden, task.action_size, shac.init_log_std)
+        params = actor.init(jax.random.PRNGKey(settings.seed), jnp.zeros(task.observation_size))
+        normalizer = running_statistics.init_state(specs.Array((task.observation_size,), jnp.float32))
+        stats = gradient_quality(task_returns_fn(task, actor, normalizer, settings), params, settings)
+        out[model] = {"windows": list(settings.windows), **{k: v.tolist() for k, v in stats.items()}}
+    return out

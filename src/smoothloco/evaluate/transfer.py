@@ -1,0 +1,379 @@
+"""``smoothloco eval RUN --sim {mujoco,hard,smooth,soft}``: the standard evaluation of a run's policy.
+
+Our simulators roll the run's JAX policy in ``VelocityTask`` with the chosen contact model, all
+scenarios at once (``vmap`` over scenarios, ``scan`` over steps, one compile). MuJoCo goes only
+through the deployment artifacts: the exported ONNX policy in the standalone player. Both give
+the trajectory dicts of ``smoothloco.evaluate.metrics``, so every number is computed the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from smoothloco.evaluate import metrics
+from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
+from smoothloco.sim import CONTACT_MODELS
+
+SIMS = ("mujoco", *CONTACT_MODELS)
+Trajectory = dict[str, np.ndarray]
+
+
+class TrajectoryPlayer(Protocol):
+    """What the evaluation needs of ``smoothloco.deploy.player.Player``."""
+
+    def run(self, commands, seconds, pushes, friction, added_base_mass) -> Trajectory: ...
+
+
+# -- rollouts --------------------------------------------------------------------------------
+def rollout_ours(run, contact: str, scenarios: Sequence[Scenario]) -> list[Trajectory]:
+    """Trajectories of ``run``'s deterministic JAX policy (a ``LoadedRun``) in our simulator with
+    ``contact``: no random commands, pushes, noise or randomization; the scenarios' own pushes,
+    friction and base mass. The initial joint pose carries the task's reset jitter (±0.05 rad,
+    the same key for every scenario)."""
+    import jax
+    import jax.numpy as jnp
+
+    from smoothloco.deploy.player import command_schedule
+    from smoothloco.sim.rotation import rotate_inverse
+    from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
+    from smoothloco.tasks.randomization import set_physics
+
+    if contact not in CONTACT_MODELS:
+        raise ValueError(f"unknown contact model {contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
+    config = run.config.task
+    schedule = run.config.shac.sharpness_schedule
+    task = VelocityTask(
+        replace(
+            config,
+            contact=contact,
+            sharpness=schedule[-1] if schedule else config.sharpness,  # what the policy finally trained on
+            obs_noise=0.0,
+            commands=CommandConfig(resample_seconds=(1e9, 1e9), zero_probability=1.0),  # reset stands still
+            pushes=PushConfig(enabled=False),
+            randomization=RandomizationConfig(enabled=False),
+        )
+    )
+    dt = task.config.control_dt
+    lengths = [max(1, round(s.seconds / dt)) for s in scenarios]
+    steps = max(lengths)
+    times = np.arange(steps + 1) * dt
+    commands = np.stack([command_schedule(s.commands, times) for s in scenarios]).astype(np.float32)
+    kicks = np.zeros((len(scenarios), steps, 2), np.float32)  # kicks[:, k] lands at the end of step k
+    for i, s in enumerate(scenarios):
+        for t, vx, vy in s.pushes:
+            kicks[i, max(round(t / dt), 1) - 1] += (vx, vy)
+    nominal = float(task.sys.friction)
+    sims, sim_axes = set_physics(
+        task.sys,
+        jnp.array([nominal if s.friction is None else s.friction for s in scenarios]),
+        jnp.array([s.added_base_mass for s in scenarios]),
+    )
+    make_policy = run.make_policy
+
+    def scenario(params, sim, next_commands, kicks):
+        env = copy.copy(task)
+        env.sys = sim  # this scenario's physics, as Brax's DomainRandomizationVmapWrapper does
+        policy = make_policy(params, deterministic=True)
+        up = jnp.array([0.0, 0.0, -1.0])
+
+        def body(state, inputs):
+            next_command, kick = inputs
+            q, v = state.pipeline_state.q, state.pipeline_state.v
+            action = policy(state.obs, None)[0]
+            state_info = {**state.info, "command": next_command}  # the next observation carries it
+            next_state, contact = env.step_with_contact(state.replace(info=state_info), action, kick)
+            touching = contact.gap < 0  # the task's in-contact test (weight > 0.5) for every model
+            depth = jnp.sum(jnp.where(touching, -contact.gap, 0.0)) / jnp.maximum(jnp.sum(touching), 1)
+            record = {
+                "base_pos": q[:3],
+                "base_lin_vel": rotate_inverse(q[3:7], v[:3]),
+                "base_ang_vel": v[3:6],
+                "gravity": rotate_inverse(q[3:7], up),
+                "joint_pos": q[7:],
+                "joint_vel": v[6:],
+                # Torque and contact of this control period (its last simulation step).
+                "torque": contact.torque,
+                "foot_slip": jnp.where(touching, jnp.linalg.norm(contact.foot_velocity[:, 1:], axis=-1), 0.0),
+                "penetration": depth,
+                "power": jnp.sum(jnp.abs(contact.torque * v[6:])),
+                "done": state.done > 0,
+            }
+            return next_state, record
+
+        return jax.lax.scan(body, env.reset(jax.random.PRNGKey(0)), (next_commands, kicks))[1]
+
+    rollout = jax.jit(jax.vmap(scenario, in_axes=(None, sim_axes, 0, 0)))
+    records = jax.device_get(rollout(run.params, sims, commands[:, 1:], kicks))
+    out = []
+    for i, n in enumerate(lengths):
+        traj = {k: np.asarray(v[i, :n], np.float64) for k, v in records.items() if k != "done"}
+        traj.update(
+            time=times[:n],
+            command=commands[i, :n].astype(np.float64),
+            fallen=np.logical_or.accumulate(np.asarray(records["done"][i, :n], bool)),
+        )
+        out.append(traj)
+    return out
+
+
+def rollout_player(player: TrajectoryPlayer, scenarios: Sequence[Scenario]) -> list[Trajectory]:
+    """Trajectories of an exported policy in the MuJoCo player, one scenario after another."""
+    return [
+        player.run(
+            commands=list(s.commands),
+            seconds=s.seconds,
+            pushes=list(s.pushes),
+            friction=s.friction,
+            added_base_mass=s.added_base_mass,
+        )
+        for s in scenarios
+    ]
+
+
+# -- summary -----------------------------------------------------------------------------------
+def robot_mass() -> float:
+    """Total mass (kg) of the bundled robot, for the cost of transport."""
+    from smoothloco.robot import anymal_c
+
+    return float(anymal_c().mj_model().body_mass.sum())
+
+
+def scenario_row(scenario: Scenario, traj: Trajectory, mass: float) -> dict[str, Any]:
+    """Every metric of one scenario (NaN where it does not apply)."""
+    pushed = bool(scenario.pushes)
+    return {
+        "name": scenario.name,
+        "kind": scenario.kind,
+        "lin_vel_error": metrics.lin_vel_error(traj),
+        "yaw_rate_error": metrics.yaw_rate_error(traj),
+        "fell": metrics.fell(traj),
+        "survived_push": metrics.survived_after(traj, scenario.pushes[0][0]) if pushed else None,
+        "push_speed": scenario.push_speed if pushed else None,
+        "push_direction_deg": scenario.push_direction_deg,
+        "friction": scenario.friction,
+        "added_base_mass": scenario.added_base_mass,
+        "foot_slip": metrics.foot_slip(traj),
+        "mean_penetration": metrics.mean_penetration(traj),
+        "cost_of_transport": metrics.cost_of_transport(traj, mass + scenario.added_base_mass),
+    }
+
+
+def summarize(scenarios: Sequence[Scenario], trajectories: Sequence[Trajectory], mass: float) -> dict[str, Any]:
+    """Aggregate metrics: tracking, falls, slip, penetration and cost of transport over the
+    unpushed scenarios (command grid and model mismatch); survival over the pushed ones."""
+    if len(scenarios) != len(trajectories):
+        raise ValueError(f"{len(scenarios)} scenarios but {len(trajectories)} trajectories")
+    rows = [scenario_row(s, t, mass) for s, t in zip(scenarios, trajectories)]
+    calm = [r for r in rows if r["kind"] != "push"]
+    pushed = [r for r in rows if r["kind"] == "push"]
+    mean = lambda key, rs: metrics.nanmean(r[key] for r in rs)  # noqa: E731
+    speeds = sorted({r["push_speed"] for r in pushed})
+    return {
+        "lin_vel_error": mean("lin_vel_error", calm),
+        "yaw_rate_error": mean("yaw_rate_error", calm),
+        "fall_rate": float(np.mean([r["fell"] for r in calm])) if calm else float("nan"),
+        "push_survival": float(np.mean([r["survived_push"] for r in pushed])) if pushed else float("nan"),
+        "push_survival_by_speed": {
+            f"{v:g}": float(np.mean([r["survived_push"] for r in pushed if r["push_speed"] == v])) for v in speeds
+        },
+        "foot_slip": mean("foot_slip", calm),
+        "mean_penetration": mean("mean_penetration", calm),
+        "cost_of_transport": mean("cost_of_transport", calm),
+        "scenarios": rows,
+    }
+
+
+SUMMARY_COLUMNS = (
+    ("lin_vel_error", "lin. vel. error (m/s)", ".3f"),
+    ("yaw_rate_error", "yaw rate error (rad/s)", ".3f"),
+    ("fall_rate", "fall rate", ".2f"),
+    ("push_survival", "push survival", ".2f"),
+    ("foot_slip", "foot slip (m/s)", ".3f"),
+    ("mean_penetration", "penetration (mm)", ".2f"),
+    ("cost_of_transport", "cost of transport", ".2f"),
+)
+
+
+def _cell(value, fmt: str, scale: float = 1.0) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "–"
+    return f"{value * scale:{fmt}}"
+
+
+def markdown(summary: dict, title: str) -> str:
+    """The summary table, then one table per kind of scenario."""
+    scale = {"mean_penetration": 1e3}
+    lines = [f"## {title}", "", "| " + " | ".join(label for _, label, _ in SUMMARY_COLUMNS) + " |"]
+    lines.append("|" + "---:|" * len(SUMMARY_COLUMNS))
+    lines.append("| " + " | ".join(_cell(summary[k], f, scale.get(k, 1.0)) for k, _, f in SUMMARY_COLUMNS) + " |")
+    rows = summary["scenarios"]
+    lines += ["", "| scenario | lin. err. (m/s) | yaw err. (rad/s) | fell | survived push | CoT |", "|---|---:|---:|:-:|:-:|---:|"]
+    for r in rows:
+        survived = "–" if r["survived_push"] is None else ("yes" if r["survived_push"] else "no")
+        lines.append(
+            f"| {r['name']} | {_cell(r['lin_vel_error'], '.3f')} | {_cell(r['yaw_rate_error'], '.3f')} "
+            f"| {'yes' if r['fell'] else 'no'} | {survived} | {_cell(r['cost_of_transport'], '.2f')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# -- figures -----------------------------------------------------------------------------------
+def plot_tracking(scenarios: Sequence[Scenario], trajectories: Sequence[Trajectory], path: Path, title: str) -> None:
+    """Commanded (dashed) and measured vx, vy and yaw rate for every command scenario."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [(s, t) for s, t in zip(scenarios, trajectories) if s.kind == "command"]
+    if not chosen:
+        return
+    cols = min(3, len(chosen))
+    rows = -(-len(chosen) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), sharex=True, squeeze=False)
+    signals = (("vx", "base_lin_vel", 0, "C0"), ("vy", "base_lin_vel", 1, "C1"), ("yaw rate", "base_ang_vel", 2, "C2"))
+    for ax, (s, t) in zip(axes.flat, chosen):
+        for label, key, i, color in signals:
+            ax.plot(t["time"], t[key][:, i], color=color, lw=1, label=label)
+            ax.plot(t["time"], t["command"][:, i], color=color, lw=1, ls="--")
+        if np.any(t["fallen"]):
+            ax.axvline(t["time"][np.argmax(t["fallen"])], color="k", lw=1, ls=":", label="fall")
+        ax.set_title(s.name, fontsize=9)
+    for ax in axes.flat[len(chosen) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"{title}: measured (solid) and commanded (dashed), m/s and rad/s")
+    fig.supxlabel("time (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_push_survival(summary: dict, path: Path, title: str) -> None:
+    """Share of pushes survived by direction (polar), one series per push speed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pushed = [r for r in summary["scenarios"] if r["kind"] == "push"]
+    if not pushed:
+        return
+    fig = plt.figure(figsize=(4.5, 4.5))
+    ax = fig.add_subplot(projection="polar")
+    for speed in sorted({r["push_speed"] for r in pushed}):
+        directions = sorted({r["push_direction_deg"] for r in pushed if r["push_speed"] == speed})
+        share = [
+            np.mean([r["survived_push"] for r in pushed if r["push_speed"] == speed and r["push_direction_deg"] == d])
+            for d in directions
+        ]
+        angles = np.deg2rad(directions + directions[:1])
+        ax.plot(angles, share + share[:1], "o-", label=f"{speed:g} m/s")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"{title}: push survival by direction\n(0° = forward at the start)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# -- the evaluation ----------------------------------------------------------------------------
+def evaluate_run(
+    run_dir: str | Path,
+    sim: str,
+    scenarios: Sequence[Scenario] | None = None,
+    player_factory: Callable[[Path], TrajectoryPlayer] | None = None,
+    exporter: Callable[[Path], Path] | None = None,
+) -> tuple[dict, list[Trajectory]]:
+    """Summary and trajectories of the run's policy in ``sim``. For MuJoCo the run is exported
+    (``exporter``, default: only when the export is missing or stale) and played by
+    ``player_factory`` (default ``Player``); both are arguments so tests can stand in for them."""
+    if sim not in SIMS:
+        raise ValueError(f"unknown simulator {sim!r}; accepted: {', '.join(SIMS)}")
+    scenarios = tuple(standard_scenarios() if scenarios is None else scenarios)
+    run_dir = Path(run_dir)
+    if sim == "mujoco":
+        if exporter is None:
+            from smoothloco.deploy.play import exported as exporter
+        if player_factory is None:
+            from smoothloco.deploy.player import Player as player_factory
+        trajectories = rollout_player(player_factory(exporter(run_dir)), scenarios)
+    else:
+        from smoothloco.train.runner import load_run
+
+        trajectories = rollout_ours(load_run(run_dir), sim, scenarios)
+    return summarize(scenarios, trajectories, robot_mass()), trajectories
+
+
+def write_report(
+    out_dir: Path, sim: str, summary: dict, scenarios: Sequence[Scenario], trajectories: Sequence[Trajectory]
+) -> dict[str, Path]:
+    """``summary.json``, ``summary.md``, ``tracking.png``, ``push_survival.png`` and
+    ``trajectories.npz`` (fields prefixed by scenario index) in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    title = f"policy in {sim}"
+    files = {
+        "json": out_dir / "summary.json",
+        "markdown": out_dir / "summary.md",
+        "tracking": out_dir / "tracking.png",
+        "push_survival": out_dir / "push_survival.png",
+        "trajectories": out_dir / "trajectories.npz",
+    }
+    files["json"].write_text(json.dumps({"sim": sim, **summary}, indent=2, default=_jsonable) + "\n")
+    files["markdown"].write_text(markdown(summary, title))
+    plot_tracking(scenarios, trajectories, files["tracking"], title)
+    plot_push_survival(summary, files["push_survival"], title)
+    np.savez_compressed(files["trajectories"], **{f"{i}/{k}": v for i, t in enumerate(trajectories) for k, v in t.items()})
+    return files
+
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+# -- command line ------------------------------------------------------------------------------
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "eval",
+        help="standard evaluation of a run's policy: command grid, pushes, friction/mass mismatch",
+        description="Evaluate a run's policy on the standard scenarios (command grid, 0.5 and 1.0 m/s pushes from "
+        "8 directions, friction 0.5-1.25 and base mass ±5 kg). mujoco runs the exported ONNX policy in the "
+        "standalone player; hard/smooth/soft run the JAX policy in our simulator.",
+    )
+    parser.add_argument("run", metavar="RUN", help="run folder (holds config.json and checkpoint.msgpack)")
+    parser.add_argument("--sim", choices=SIMS, default="mujoco", help="simulator to evaluate in (default mujoco)")
+    parser.add_argument("--json", metavar="FILE", help="also write the summary JSON here")
+    parser.add_argument("--out", metavar="DIR", help="report folder (default RUN/eval-<sim>)")
+    parser.set_defaults(func=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from smoothloco.deploy.export import ExportError
+    from smoothloco.deploy.player import PolicyContractError
+    from smoothloco.train.checkpoint import CheckpointError
+
+    scenarios = standard_scenarios()
+    try:
+        summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
+    except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.run) / f"eval-{args.sim}"
+    files = write_report(out, args.sim, summary, scenarios, trajectories)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(files["json"].read_text())
+    print(files["markdown"].read_text().split("\n\n")[0])
+    print(f"wrote {', '.join(str(p) for p in files.values())}")
+    return 0
