@@ -1,0 +1,111 @@
+"""The standard evaluation: scenarios, the MuJoCo path (through a stand-in player), our
+simulator's batched rollout, the report and the command line."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fakes import write_untrained_run
+from smoothloco.deploy.player import command_schedule
+from smoothloco.evaluate import metrics
+from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
+from smoothloco.evaluate.transfer import evaluate_run, rollout_ours, write_report
+from smoothloco.train.shac import SHACConfig
+
+TRAJECTORY_KEYS = {
+    "time", "command", "base_pos", "base_lin_vel", "base_ang_vel", "gravity", "joint_pos", "joint_vel",
+    "torque", "foot_slip", "penetration", "fallen", "power",
+}  # fmt: skip
+
+
+class FakePlayer:
+    """Tracks every command exactly; falls 0.5 s after any push of 1 m/s or more."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def run(self, commands, seconds, pushes, friction, added_base_mass):
+        self.calls.append((friction, added_base_mass))
+        t = np.arange(round(seconds / 0.02)) * 0.02
+        command = command_schedule(commands, t)
+        fallen = np.zeros(len(t), bool)
+        for time, vx, vy in pushes:
+            if np.hypot(vx, vy) >= 1.0:
+                fallen |= t >= time + 0.5
+        n = len(t)
+        return {
+            "time": t,
+            "command": command,
+            "base_pos": np.zeros((n, 3)),
+            "base_lin_vel": np.concatenate([command[:, :2], np.zeros((n, 1))], axis=1),
+            "base_ang_vel": np.concatenate([np.zeros((n, 2)), command[:, 2:]], axis=1),
+            "gravity": np.tile((0.0, 0.0, -1.0), (n, 1)),
+            "joint_pos": np.zeros((n, 12)),
+            "joint_vel": np.ones((n, 12)),
+            "torque": np.ones((n, 12)),
+            "foot_slip": np.zeros((n, 4)),
+            "penetration": np.full(n, 1e-3),
+            "fallen": fallen,
+            "power": np.full(n, 12.0),
+        }
+
+
+def test_standard_scenarios_cover_commands_pushes_and_mismatch():
+    scenarios = standard_scenarios()
+    kinds = [s.kind for s in scenarios]
+    assert kinds.count("command") == 9 and kinds.count("push") == 32 and kinds.count("mismatch") == 6
+    pushes = [s for s in scenarios if s.kind == "push"]
+    assert sorted({s.push_speed for s in pushes}) == pytest.approx([0.5, 1.0])
+    assert len({round(s.push_direction_deg) for s in pushes}) == 8
+    assert {s.friction for s in scenarios if s.kind == "mismatch"} == {0.5, 0.8, 1.25}
+    with pytest.raises(ValueError, match="after 0 s"):
+        Scenario("x", "command", ((0.0, 1.0, 0.0, 0.0),), 2.0)
+    with pytest.raises(ValueError, match="unknown kind"):
+        Scenario("x", "dance", ((1.0, 1.0, 0.0, 0.0),), 2.0)
+
+
+def test_mujoco_evaluation_goes_through_the_player_and_reports(tmp_path: Path):
+    player = FakePlayer()
+    exported = []
+    scenarios = standard_scenarios()
+    summary, trajectories = evaluate_run(
+        tmp_path, "mujoco", scenarios, player_factory=lambda d: player, exporter=lambda d: exported.append(d) or d
+    )
+    assert exported == [tmp_path] and len(player.calls) == len(scenarios)
+    assert (0.5, 5.0) in player.calls  # friction and added mass reach the player
+    assert summary["lin_vel_error"] == pytest.approx(0.0) and summary["yaw_rate_error"] == pytest.approx(0.0)
+    assert summary["fall_rate"] == 0.0
+    assert summary["push_survival"] == 0.5 and summary["push_survival_by_speed"] == {"0.5": 1.0, "1": 0.0}
+    assert summary["mean_penetration"] == pytest.approx(1e-3)
+    assert summary["cost_of_transport"] > 0
+    files = write_report(tmp_path / "report", "mujoco", summary, scenarios, trajectories)
+    saved = json.loads(files["json"].read_text())
+    assert {"lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival", "scenarios"} <= set(saved)
+    assert all(files[k].stat().st_size > 0 for k in ("tracking", "push_survival", "markdown", "trajectories"))
+    assert "| lin. vel. error (m/s) |" in files["markdown"].read_text()
+
+
+def test_unknown_simulator_is_refused(tmp_path: Path):
+    with pytest.raises(ValueError, match="unknown simulator 'bullet'"):
+        evaluate_run(tmp_path, "bullet")
+
+
+def test_our_rollout_applies_pushes_friction_and_mass(tmp_path: Path):
+    from smoothloco.train.runner import load_run
+
+    shac = SHACConfig(num_envs=2, horizon=2, critic_minibatches=1, actor_hidden=(8,))
+    write_untrained_run(tmp_path / "run", shac)
+    scenarios = (
+        Scenario("kick", "push", ((0.1, 0.0, 0.0, 0.0),), 0.4, pushes=((0.2, 0.0, 1.0),)),
+        Scenario("slippery heavy", "mismatch", ((0.1, 0.3, 0.0, 0.0),), 0.3, friction=0.5, added_base_mass=5.0),
+    )
+    kick, heavy = rollout_ours(load_run(tmp_path / "run"), "hard", scenarios)
+    assert set(kick) == TRAJECTORY_KEYS and len(kick["time"]) == 20 and len(heavy["time"]) == 15
+    metrics.check_trajectory(kick)
+    # The lateral kick shows in the sample at 0.2 s, the first the policy sees after it.
+    jump = kick["base_lin_vel"][10, 1] - kick["base_lin_vel"][9, 1]
+    assert jump == pytest.approx(1.0, abs=0.3)
+    assert np.allclose(heavy["command"][5:], (0.3, 0.0, 0.0)) and not heavy["fallen"].any()
+    assert np.all(kick["power"] >= 0) and kick["fallen"].dtype == bool
