@@ -22,11 +22,13 @@ def fake_trainer(steps_to_learn: dict[str, float], seconds_per_step: dict[str, f
         rows = []
         for it in range(1, config.iterations + 1):
             steps = it * per_iteration
-            row = {"iteration": it, "env_steps": steps, "wall_s": steps * 2e-3, "train_wall_s": steps * seconds_per_step[config.algo]}
+            wall = steps * seconds_per_step[config.algo]
+            row = {"iteration": it, "env_steps": steps, "wall_s": 2 * wall, "train_wall_s": wall}
             if it % every == 0:
                 seed_offset = 0.1 * config.shac.seed  # seeds differ a little
                 ret = 10.0 * min(1.0, steps / steps_to_learn[config.algo]) + seed_offset
-                row.update({"eval/episode_return": ret, "eval/lin_vel_error": 1.0 / (1.0 + ret), "eval/yaw_rate_error": 0.1, "eval/fall_rate": 0.0})
+                errors = {"eval/lin_vel_error": 1.0 / (1.0 + ret), "eval/yaw_rate_error": 0.1, "eval/fall_rate": 0.0}
+                row.update({"eval/episode_return": ret, **errors})
             rows.append(row)
         return rows
 

@@ -70,14 +70,21 @@ def add_parser(sub) -> None:
 
     parser = sub.add_parser(
         "train",
-        help="train a velocity-tracking policy with SHAC or PPO (defaults: SHAC, smooth contact, pushes, randomization)",
+        help="train a velocity-tracking policy with SHAC or PPO (defaults: SHAC, smooth contact, pushes, "
+        "randomization)",
         description="Train with SHAC (ours) or PPO (Brax's) on the same task. Every setting is a flag; values shown "
         "are the defaults; only the chosen algorithm's section is used. Write negative values as --flag=-0.5.",
     )
-    parser.add_argument("--resume", metavar="RUN", help="continue the (SHAC) run in folder RUN from its last checkpoint")
+    parser.add_argument(
+        "--resume", metavar="RUN", help="continue the (SHAC) run in folder RUN from its last checkpoint"
+    )
     parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
     parser.add_argument(
-        "--algo", type=_algorithm, default="shac", metavar="|".join(ALGORITHMS), help="training algorithm (default shac)"
+        "--algo",
+        type=_algorithm,
+        default="shac",
+        metavar="|".join(ALGORITHMS),
+        help="training algorithm: ours (shac) or Brax's PPO (ppo) (default shac)",
     )
     for prefix, cls in (*SECTIONS, ("run", RunConfig)):
         for name, kind, default in _flags(prefix, cls):
@@ -137,7 +144,7 @@ def run_train(args: argparse.Namespace) -> int:
             saved = json.loads(config_file.read_text())
             config = TrainConfig.from_dict(saved)
             if config.algo != "shac":
-                print(f"error: --resume {run_dir}: only SHAC runs resume (Brax's PPO restarts from scratch)", file=sys.stderr)
+                print(f"error: --resume {run_dir}: only SHAC runs resume (Brax's PPO starts afresh)", file=sys.stderr)
                 return 2
         else:
             config = config_from_args(args)

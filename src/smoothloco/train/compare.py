@@ -52,7 +52,8 @@ Trainer = Callable[[TrainConfig], list[dict]]  # a finished run's metrics rows
 
 def run_configs(budget: Budget, seed: int, out: Path) -> dict[str, TrainConfig]:
     """One SHAC and one PPO config whose evaluations fall on the same environment steps."""
-    shac, ppo = replace(SHACConfig(), num_envs=budget.num_envs, seed=seed), PPOConfig(num_envs=budget.num_envs, seed=seed)
+    shac = SHACConfig(num_envs=budget.num_envs, seed=seed)
+    ppo = PPOConfig(num_envs=budget.num_envs, seed=seed)
     shac_steps, ppo_steps = shac.num_envs * shac.horizon, ppo.steps_per_iteration
     interval = math.lcm(shac_steps, ppo_steps) * budget.interval_multiple
     every = {"shac": interval // shac_steps, "ppo": interval // ppo_steps}
@@ -127,10 +128,13 @@ def _first_reach(curves: dict, threshold: float) -> dict:
         next((curves["env_steps"][i] for i, v in enumerate(seed) if v >= threshold), None)
         for seed in curves["episode_return_per_seed"]
     ]
-    reached = {"reached_threshold": bool(hits.size), "env_steps": None, "train_wall_s": None, "per_seed_env_steps": per_seed}
-    if hits.size:
-        reached.update(env_steps=curves["env_steps"][hits[0]], train_wall_s=curves["train_wall_s"][hits[0]])
-    return reached
+    first = hits[0] if hits.size else None
+    return {
+        "reached_threshold": first is not None,
+        "env_steps": None if first is None else curves["env_steps"][first],
+        "train_wall_s": None if first is None else curves["train_wall_s"][first],
+        "per_seed_env_steps": per_seed,
+    }
 
 
 def _summarize(curves: dict[str, dict], budget: Budget, seeds: int) -> dict:
@@ -155,7 +159,8 @@ def _summarize(curves: dict[str, dict], budget: Budget, seeds: int) -> dict:
         "seeds": seeds,
         "eval_interval_env_steps": curves["shac"]["env_steps"][0],
         "evaluation": "deterministic policy on the fixed command grid (evaluate.EVAL_COMMANDS), no pushes or "
-        f"randomization, {budget.eval_seconds:g} s per command; return = reward summed until a fall, mean over commands",
+        f"randomization, {budget.eval_seconds:g} s per command; return = reward summed until a fall, "
+        "mean over commands",
         "threshold": {
             "definition": f"{THRESHOLD_FRACTION:.0%} of SHAC's final evaluation return (mean over seeds); "
             "an algorithm reaches it at the first evaluation where its seed-mean return is at least that",
@@ -193,9 +198,9 @@ def _markdown(r: dict) -> str:
     for algo in ALGOS:
         a, f = r[algo], r[algo]["final"]
         lines.append(
-            f"| {algo.upper()} | {fmt(a['env_steps'], ',')} | {fmt(a['train_wall_s'], '.0f')} | {a['total_env_steps']:,} "
-            f"| {a['env_steps_per_s']:.0f} | {f['episode_return']:.3f} | {f['lin_vel_error']:.3f} "
-            f"| {f['yaw_rate_error']:.3f} | {f['fall_rate']:.2f} |"
+            f"| {algo.upper()} | {fmt(a['env_steps'], ',')} | {fmt(a['train_wall_s'], '.0f')} "
+            f"| {a['total_env_steps']:,} | {a['env_steps_per_s']:.0f} | {f['episode_return']:.3f} "
+            f"| {f['lin_vel_error']:.3f} | {f['yaw_rate_error']:.3f} | {f['fall_rate']:.2f} |"
         )
     lines.append("")
     if r["ppo_reached_threshold"]:
@@ -250,7 +255,9 @@ def add_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the runs, compare.png/.json/.md")
-    parser.add_argument("--budget", choices=sorted(BUDGETS), default="quick", help="quick: minutes; full: about an hour")
+    parser.add_argument(
+        "--budget", choices=sorted(BUDGETS), default="quick", help="quick: minutes; full: about an hour (default quick)"
+    )
     parser.add_argument("--seeds", type=_positive, metavar="N", help="seeds per algorithm (default: the budget's)")
     parser.set_defaults(func=run_compare)
 

@@ -62,7 +62,9 @@ class PPOConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("num_envs", "unroll_length", "num_minibatches", "num_updates_per_batch", "iterations", "episode_length"):
+        for name in (
+            "num_envs", "unroll_length", "num_minibatches", "num_updates_per_batch", "iterations", "episode_length"
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("discounting", "gae_lambda"):
@@ -72,7 +74,9 @@ class PPOConfig:
             if not getattr(self, name) > 0:
                 raise ValueError(f"ppo.{name} must be > 0, got {getattr(self, name)}")
         if self.num_envs % self.num_minibatches:
-            raise ValueError(f"ppo.num_envs ({self.num_envs}) must be a multiple of ppo.num_minibatches ({self.num_minibatches})")
+            raise ValueError(
+                f"ppo.num_envs ({self.num_envs}) must be a multiple of ppo.num_minibatches ({self.num_minibatches})"
+            )
         if not self.policy_hidden or not self.value_hidden:
             raise ValueError("ppo.policy_hidden and ppo.value_hidden need at least one layer")
 
@@ -187,9 +191,10 @@ def load_policy(config: TrainConfig, raw: dict) -> tuple[Callable, tuple, int, i
     c = config.ppo
     task = VelocityTask(config.task)
     size = task.observation_size  # an int, or a dict of shapes with a privileged critic
-    obs_spec = (
-        {k: specs.Array(v, np.float32) for k, v in size.items()} if isinstance(size, dict) else specs.Array((size,), np.float32)
-    )
+    if isinstance(size, dict):
+        obs_spec = {k: specs.Array(v, np.float32) for k, v in size.items()}
+    else:
+        obs_spec = specs.Array((size,), np.float32)
     normalize = running_statistics.normalize if c.normalize_observations else (lambda x, y: x)
     networks = network_factory(c)(size, task.action_size, preprocess_observations_fn=normalize)
     make_policy = ppo_networks.make_inference_fn(networks)

@@ -230,7 +230,9 @@ class RunLog:
     """What a training loop reports into: timing (with evaluation time kept apart), the shared
     command-grid evaluation, metrics files, progress lines and the stop flag."""
 
-    def __init__(self, run_dir: Path, config: TrainConfig, stop: _StopRequested, progress_fn: ProgressFn | None) -> None:
+    def __init__(
+        self, run_dir: Path, config: TrainConfig, stop: _StopRequested, progress_fn: ProgressFn | None
+    ) -> None:
         self.config = config
         self.history: list[dict] = []
         self.evaluation: dict | None = None  # the latest, with its per-command rows
@@ -358,7 +360,8 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
         "",
         "| metric | value |",
         "|---|---|",
-        f"| return on the evaluation grid ({config.run.eval_seconds:g} s per command, until a fall) | {evaluation['episode_return']:.3f} |",
+        f"| return on the evaluation grid ({config.run.eval_seconds:g} s per command, until a fall) "
+        f"| {evaluation['episode_return']:.3f} |",
         f"| linear-velocity tracking error | {evaluation['lin_vel_error']:.3f} m/s |",
         f"| yaw-rate tracking error | {evaluation['yaw_rate_error']:.3f} rad/s |",
         f"| fall rate (evaluation grid) | {evaluation['fall_rate']:.2f} |",
@@ -389,7 +392,8 @@ def _plot(run_dir: Path, history: list[dict]) -> None:
     trained = [h for h in history if "reward_per_step" in h]
     evals = [h for h in history if "eval/lin_vel_error" in h]
     fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
-    for col, (key, scale, label) in enumerate([("env_steps", 1, "environment steps"), ("wall_s", 60, "wall-clock (min)")]):
+    axes_x = [("env_steps", 1, "environment steps"), ("wall_s", 60, "wall-clock (min)")]
+    for col, (key, scale, label) in enumerate(axes_x):
         x = lambda rows: [h[key] / scale for h in rows]  # noqa: E731
         top, bottom = axes[0, col], axes[1, col]
         top.plot(x(evals), [h["eval/episode_return"] for h in evals], "o-", color="C2", label="eval return")
