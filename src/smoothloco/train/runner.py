@@ -36,7 +36,7 @@ ALGORITHMS = ("shac", "ppo")
 @dataclass(frozen=True)
 class RunConfig:
     out: str = "runs/default"
-    checkpoint_every: int = 20  # iterations
+    checkpoint_every: int = 20  # iterations (SHAC; PPO saves at every evaluation, when Brax hands out parameters)
     eval_every: int = 50  # iterations; 0 = only at the end
     eval_seconds: float = 5.0
     compile_cache: str = ".jax_cache"
