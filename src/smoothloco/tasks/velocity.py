@@ -33,17 +33,11 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
 )
 OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
-COMMAND_SCALE = (2.0, 2.0, 0.25)
 
 
 def observation_scales() -> np.ndarray:
     """Scale of each observation entry as the task applies it (policy.json carries these)."""
-    scales = np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
-    # COMMAND_SCALE was meant for the command (entries 9:12) but lands on entries 12:15, the
-    # first three joint angles. Trained policies depend on it, so it stays until runs record
-    # their own scales; deployment is exact either way since policy.json holds these values.
-    scales[12:15] = COMMAND_SCALE
-    return scales
+    return np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
 
 
 class VelocityTask(Env):
