@@ -47,7 +47,7 @@ BUDGETS: dict[str, StudyBudget] = {
     # enough to exercise the pipeline, not to learn to walk.
     "quick": StudyBudget(
         shac={"num_envs": 64, "horizon": 16, "iterations": 12},
-        gradients=GradientSettings(windows=(4, 8, 16), batches=3, envs=8, warmup=10, samples=8),
+        gradients=GradientSettings(windows=(4, 8, 16), batches=3, envs=8, warmup=10, directions=4, samples=8),
     ),
     # The default SHAC run (~20 min each on 2 CPU cores; soft at half the step ~40 min): ~2.5 h.
     "full": StudyBudget(shac={}, gradients=GradientSettings()),

@@ -1,0 +1,137 @@
+"""The contact-model study: its pipeline with stand-in training and evaluation, and the
+gradient-quality estimator for real on small problems."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from smoothloco.cli import build_parser
+from smoothloco.evaluate import study
+from smoothloco.evaluate.gradients import GradientSettings, gradient_quality
+
+SUMMARY_KEYS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
+
+
+def fake_train(config):
+    """A 'run' whose return and errors depend only on its contact model."""
+    Path(config.run.out).mkdir(parents=True)
+    ret = {"hard": 1.0, "soft": 3.0, "smooth": 4.0}[config.task.contact] + 0.1 * config.shac.seed
+    return None, None, [{"iteration": 1, "env_steps": 64, "eval/episode_return": ret}]
+
+
+def fake_evaluate(run_dir: Path, sim: str) -> dict:
+    trained = run_dir.name.split("-")[0]
+    error = 0.1 if sim != "mujoco" or trained == "smooth" else 0.5  # soft and hard policies degrade in MuJoCo
+    return {
+        "lin_vel_error": error,
+        "yaw_rate_error": error / 2,
+        "fall_rate": 0.5 if error > 0.1 else 0.0,
+        "push_survival": 0.75,
+        "scenarios": [],
+    }
+
+
+def fake_gradients(models, settings):
+    return {m: {"windows": list(settings.windows), **{k: [0.5] * len(settings.windows) for k in
+                ("batch_cosine", "relative_std", "zo_cosine", "grad_norm")}} for m in models}  # fmt: skip
+
+
+def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
+    budget = replace(study.BUDGETS["quick"], seeds=2)
+    out = tmp_path / "study"
+    result = study.run_contact_study(out, budget, train_fn=fake_train, evaluate_fn=fake_evaluate, gradient_fn=fake_gradients)
+    saved = json.loads((out / "study.json").read_text())
+    assert saved["table"] == json.loads(json.dumps(result["table"]))
+    assert set(saved["table"]) == {"hard", "soft", "smooth"} and len(saved["runs"]) == 6
+    for run in saved["runs"]:  # own simulator, hard and MuJoCo, each with the required metrics
+        assert {run["model"], "hard", "mujoco"} <= set(run) and all(k in run["mujoco"] for k in SUMMARY_KEYS)
+    smooth = saved["table"]["smooth"]
+    assert smooth["train_return"]["mean"] == pytest.approx(4.05) and smooth["train_return"]["n"] == 2
+    assert saved["table"]["soft"]["lin_vel_error_mujoco"]["mean"] == pytest.approx(0.5)
+    claims = saved["claims"]
+    assert claims["soft_mujoco_lin_vel_error_increase"] == pytest.approx(0.4)
+    assert claims["soft_mujoco_fall_rate_increase"] == pytest.approx(0.5)
+    assert claims["hard_learning_gap_return"] == pytest.approx(3.0)
+    assert claims["smooth_mujoco_lin_vel_error_increase"] == pytest.approx(0.0)
+    assert saved["task_overrides"]["soft"] == {"sim_dt": 0.0025}
+    text = (out / "study.md").read_text()
+    assert "| contact model | training return |" in text and "| soft |" in text and "learning gap" in text
+    assert (out / "transfer.png").stat().st_size > 0 and (out / "gradients.png").stat().st_size > 0
+
+
+def test_study_trains_each_model_on_the_same_budget(tmp_path: Path):
+    budget = study.BUDGETS["quick"]
+    configs = [study.train_config(m, s, budget, tmp_path) for m in study.MODELS for s in range(2)]
+    assert {(c.shac.num_envs, c.shac.horizon, c.shac.iterations) for c in configs} == {(64, 16, 12)}
+    assert [c.task.contact for c in configs] == ["hard", "hard", "soft", "soft", "smooth", "smooth"]
+    assert len({c.run.out for c in configs}) == 6 and not any(c.run.deploy for c in configs)
+
+
+def test_study_command_line_refuses_an_existing_study(tmp_path: Path, capsys):
+    (tmp_path / "runs").mkdir()
+    args = build_parser().parse_args(["study", "contact", "--out", str(tmp_path), "--seeds", "2"])
+    assert args.func(args) == 2 and "already holds a study" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["study", "contact", "--out", str(tmp_path), "--seeds", "0"])
+
+
+def test_gradient_quality_of_a_smooth_function_agrees_with_zeroth_order():
+    target = jnp.linspace(-1.0, 1.0, 40)
+
+    def returns(params, key):
+        # Two "windows": the same smooth quadratic, and one with batch noise in its slope.
+        base = -jnp.sum((params["w"] - target) ** 2)
+        noise = jax.random.normal(key, target.shape)
+        return jnp.stack([base, base + 5.0 * jnp.dot(noise, params["w"])])
+
+    settings = GradientSettings(windows=(1, 2), batches=4, directions=6, samples=12, sigma=1e-2)
+    stats = gradient_quality(returns, {"w": jnp.zeros(40)}, settings)
+    assert stats["zo_cosine"][0] == pytest.approx(1.0, abs=1e-3)
+    assert stats["batch_cosine"][0] == pytest.approx(1.0, abs=1e-6)
+    assert stats["relative_std"][0] == pytest.approx(0.0, abs=1e-5)
+    assert stats["grad_norm"][0] == pytest.approx(2 * np.linalg.norm(target), rel=1e-5)
+    # Batch noise shows as spread and disagreement between batches.
+    assert stats["batch_cosine"][1] < 0.5 and stats["relative_std"][1] > 1.0
+    with pytest.raises(ValueError, match="samples"):
+        gradient_quality(returns, {"w": jnp.zeros(40)}, replace(settings, samples=2))
+
+
+def test_gradient_quality_of_a_step_function_disagrees_with_zeroth_order():
+    """A staircase has zero gradient almost everywhere while its smoothed version slopes: the
+    analytic/zeroth-order mismatch that hard contact shows."""
+
+    def returns(params, key):
+        x = params["w"]
+        smooth = -0.01 * jnp.sum(x**2)
+        stairs = jnp.sum(jnp.floor(20 * x)) / 20
+        return jnp.stack([smooth + stairs])
+
+    settings = GradientSettings(windows=(1,), batches=2, directions=4, samples=16, sigma=0.2)
+    stats = gradient_quality(returns, {"w": jnp.full(8, 0.33)}, settings)
+    assert stats["zo_cosine"][0] < 0.5
+
+
+@pytest.mark.slow  # compiling the task's Jacobian takes minutes on 2 CPU cores
+def test_gradient_quality_through_the_task_is_finite():
+    from brax.training.acme import running_statistics, specs
+
+    from smoothloco.evaluate.gradients import task_returns_fn
+    from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+    from smoothloco.train.networks import Actor
+
+    config = replace(VelocityTaskConfig(contact="smooth"), pushes=PushConfig(enabled=False),
+                     randomization=RandomizationConfig(enabled=False))  # fmt: skip
+    task = VelocityTask(config)
+    actor = Actor((8,), task.action_size)
+    params = actor.init(jax.random.PRNGKey(0), jnp.zeros(task.observation_size))
+    normalizer = running_statistics.init_state(specs.Array((task.observation_size,), jnp.float32))
+    settings = GradientSettings(windows=(1, 3), batches=2, envs=2, warmup=2, directions=2, samples=2)
+    stats = gradient_quality(task_returns_fn(task, actor, normalizer, settings), params, settings)
+    for key, value in stats.items():
+        assert value.shape == (2,) and np.all(np.isfinite(value)), key
+    assert np.all(stats["grad_norm"] > 0)
