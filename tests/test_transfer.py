@@ -109,3 +109,10 @@ def test_our_rollout_applies_pushes_friction_and_mass(tmp_path: Path):
     assert jump == pytest.approx(1.0, abs=0.3)
     assert np.allclose(heavy["command"][5:], (0.3, 0.0, 0.0)) and not heavy["fallen"].any()
     assert np.all(kick["power"] >= 0) and kick["fallen"].dtype == bool
+
+
+def test_eval_command_line_reports_a_folder_that_is_not_a_run(tmp_path: Path, capsys):
+    from smoothloco.cli import build_parser
+
+    args = build_parser().parse_args(["eval", str(tmp_path), "--sim", "hard"])
+    assert args.func(args) == 2 and "not a run folder" in capsys.readouterr().err
