@@ -1,4 +1,4 @@
-"""Command line: ``smoothloco train / compare / export / play / bench``.
+"""Command line: ``smoothloco train / compare / export / play / eval / study / bench``.
 
 JAX is imported inside the commands, after the host devices are requested, so that on a CPU
 machine every core gets a device of its own.
