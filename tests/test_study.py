@@ -24,7 +24,8 @@ def fake_train(config):
     return None, None, [{"iteration": 1, "env_steps": 64, "eval/episode_return": ret}]
 
 
-def fake_evaluate(run_dir: Path, sim: str) -> dict:
+def fake_evaluate(run_dir: Path, sim: str, scenarios: tuple) -> dict:
+    assert len(scenarios) == 19  # the quick budget's subset
     trained = run_dir.name.split("-")[0]
     error = 0.1 if sim != "mujoco" or trained == "smooth" else 0.5  # soft and hard policies degrade in MuJoCo
     return {
@@ -58,7 +59,7 @@ def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
     assert claims["soft_mujoco_fall_rate_increase"] == pytest.approx(0.5)
     assert claims["hard_learning_gap_return"] == pytest.approx(3.0)
     assert claims["smooth_mujoco_lin_vel_error_increase"] == pytest.approx(0.0)
-    assert saved["task_overrides"]["soft"] == {"sim_dt": 0.0025}
+    assert saved["task_overrides"]["soft"] == {"sim_dt": 0.0025} and len(saved["budget"]["scenarios"]) == 19
     text = (out / "study.md").read_text()
     assert "| contact model | training return |" in text and "| soft |" in text and "learning gap" in text
     assert (out / "transfer.png").stat().st_size > 0 and (out / "gradients.png").stat().st_size > 0

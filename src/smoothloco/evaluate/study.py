@@ -24,6 +24,7 @@ import numpy as np
 
 from smoothloco.evaluate.gradients import GradientSettings
 from smoothloco.evaluate.metrics import nanmean
+from smoothloco.evaluate.scenarios import standard_scenarios
 
 MODELS = ("hard", "soft", "smooth")
 EVAL_SIMS = ("hard", "mujoco")  # besides each policy's own simulator
@@ -39,6 +40,7 @@ class StudyBudget:
     shac: dict[str, Any]
     gradients: GradientSettings = field(default_factory=GradientSettings)
     seeds: int = 2
+    scenarios: dict[str, Any] = field(default_factory=dict)  # arguments of ``standard_scenarios``
 
 
 BUDGETS: dict[str, StudyBudget] = {
@@ -48,13 +50,15 @@ BUDGETS: dict[str, StudyBudget] = {
     "quick": StudyBudget(
         shac={"num_envs": 64, "horizon": 16, "iterations": 12},
         gradients=GradientSettings(windows=(4, 8, 16), batches=3, envs=8, warmup=10, directions=4, samples=8),
+        # 19 of the 47 standard scenarios: the MuJoCo player takes ~1 s of CPU per scenario.
+        scenarios={"push_speeds": (1.0,), "push_directions": 4, "mismatches": ((0.5, 5.0), (1.25, -5.0))},
     ),
     # The default SHAC run (~20 min each on 2 CPU cores; soft at half the step ~40 min): ~2.5 h.
     "full": StudyBudget(shac={}, gradients=GradientSettings()),
 }
 
 TrainFn = Callable[[Any], tuple]  # TrainConfig -> (make_policy, params, history)
-EvaluateFn = Callable[[Path, str], dict]  # (run folder, sim) -> evaluation summary
+EvaluateFn = Callable[[Path, str, tuple], dict]  # (run folder, sim, scenarios) -> evaluation summary
 GradientFn = Callable[[Sequence[str], GradientSettings], dict]
 
 
@@ -70,12 +74,10 @@ def train_config(model: str, seed: int, budget: StudyBudget, runs_dir: Path):
     )
 
 
-def evaluate_and_report(run_dir: Path, sim: str) -> dict:
-    """The standard evaluation, its report written to ``RUN/eval-<sim>/``."""
-    from smoothloco.evaluate.scenarios import standard_scenarios
+def evaluate_and_report(run_dir: Path, sim: str, scenarios: tuple) -> dict:
+    """The evaluation on ``scenarios``, its report written to ``RUN/eval-<sim>/``."""
     from smoothloco.evaluate.transfer import evaluate_run, write_report
 
-    scenarios = standard_scenarios()
     summary, trajectories = evaluate_run(run_dir, sim, scenarios)
     write_report(run_dir / f"eval-{sim}", sim, summary, scenarios, trajectories)
     return summary
@@ -99,6 +101,7 @@ def run_contact_study(
     if train_fn is None:
         from smoothloco.train.runner import train as train_fn
     out.mkdir(parents=True, exist_ok=True)
+    scenarios = standard_scenarios(**budget.scenarios)
     runs = []
     for model in models:
         for seed in range(budget.seeds):
@@ -109,13 +112,18 @@ def run_contact_study(
             row = {"model": model, "seed": seed, "run": str(run_dir), "train_return": _final(history, "eval/episode_return")}
             row["env_steps"] = _final(history, "env_steps")
             for sim in dict.fromkeys((model, *EVAL_SIMS)):
-                row[sim] = {k: v for k, v in evaluate_fn(run_dir, sim).items() if k != "scenarios"}
+                row[sim] = {k: v for k, v in evaluate_fn(run_dir, sim, scenarios).items() if k != "scenarios"}
             row["seconds"] = time.perf_counter() - tic
             runs.append(row)
             print(f"study: {model} seed {seed} done in {row['seconds']:.0f} s", flush=True)
     gradients = gradient_fn(models, budget.gradients)
     study = {
-        "budget": {"shac": budget.shac, "seeds": budget.seeds, "gradients": budget.gradients.__dict__},
+        "budget": {
+            "shac": budget.shac,
+            "seeds": budget.seeds,
+            "gradients": budget.gradients.__dict__,
+            "scenarios": [s.name for s in scenarios],
+        },
         "task_overrides": {m: TASK_OVERRIDES.get(m, {}) for m in models},
         "runs": runs,
         "table": study_table(runs, models),

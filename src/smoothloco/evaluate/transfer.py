@@ -374,6 +374,6 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(files["json"].read_text())
-    print(files["markdown"].read_text().split("\n\n")[0])
+    print("\n\n".join(files["markdown"].read_text().split("\n\n")[:2]))  # title and summary table
     print(f"wrote {', '.join(str(p) for p in files.values())}")
     return 0
