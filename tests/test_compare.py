@@ -63,6 +63,9 @@ def test_comparison_writes_figure_and_table_with_ratios(tmp_path: Path):
     assert saved["ppo"]["env_steps"] == 2 * shac_steps
     assert saved["env_steps_ratio_ppo_over_shac"] == pytest.approx(4.0)
     assert saved["wall_ratio_ppo_over_shac"] == pytest.approx(0.4)  # 10x faster per step
+    assert saved["wall_ratio_ppo_over_shac_without_compilation"] == pytest.approx(0.4)
+    speeds = saved["shac"]["env_steps_per_s"], saved["ppo"]["env_steps_per_s"]
+    assert speeds == (pytest.approx(1e3), pytest.approx(1e4))
     assert len(saved["curves"]["ppo"]["env_steps"]) == TINY.evals * TINY.ppo_factor
     assert "4.0x** the environment steps" in (tmp_path / "compare.md").read_text()
 
