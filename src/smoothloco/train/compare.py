@@ -41,7 +41,9 @@ class Budget:
     seeds: int
 
 
-# Measured on 2 shared CPU cores: quick runs a few minutes (mostly compilation), full about an hour.
+# quick is bound by compilation (SHAC's update, PPO's epoch and the evaluation, per seed): one seed
+# of each took 21 min on 2 CPU cores shared with three other training jobs, 10 of them compiling
+# SHAC; an idle machine needs a few minutes. full trains 245k SHAC / 983k PPO steps per seed.
 BUDGETS = {
     "quick": Budget(num_envs=64, evals=6, interval_multiple=1, ppo_factor=4, eval_seconds=2.0, seeds=2),
     "full": Budget(num_envs=256, evals=10, interval_multiple=1, ppo_factor=4, eval_seconds=5.0, seeds=3),
