@@ -44,9 +44,10 @@ class StudyBudget:
 
 
 BUDGETS: dict[str, StudyBudget] = {
-    # ~15 min on 2 CPU cores, nearly all of it compilation (per contact model: SHAC ~2.5 min, the
-    # evaluations and the gradient measurement ~1 min each); the runs train only 12 x 1,024 steps,
-    # enough to exercise the pipeline, not to learn to walk.
+    # Compilation-bound: per contact model SHAC ~2.5 min, the training's grid evaluation, our
+    # evaluation rollout ~1 min and the gradient Jacobian ~3 min (CPU time measured on 2 cores);
+    # estimated 20-25 min in all on an idle 2-core machine, less with a warm .jax_cache. The
+    # runs train 12 x 1,024 steps: enough to exercise the pipeline, not to learn to walk.
     "quick": StudyBudget(
         shac={"num_envs": 64, "horizon": 16, "iterations": 12},
         gradients=GradientSettings(windows=(4, 8, 16), batches=3, envs=8, warmup=10, directions=4, samples=8),
@@ -308,7 +309,7 @@ def add_parser(sub) -> None:
     parser.add_argument("topic", choices=["contact"], help="which study (contact: the contact-model study)")
     parser.add_argument("--out", metavar="DIR", required=True, help="study folder (must not hold a study yet)")
     parser.add_argument(
-        "--budget", choices=list(BUDGETS), default="quick", help="quick: ~15 min on 2 CPU cores; full: a few hours"
+        "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: a few hours"
     )
     parser.add_argument("--seeds", type=_positive, help="seeds per contact model (default 2)")
     parser.set_defaults(func=run_study)

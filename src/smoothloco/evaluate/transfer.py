@@ -280,7 +280,7 @@ def plot_push_survival(summary: dict, path: Path, title: str) -> None:
         ax.plot(angles, share + share[:1], "o-", label=f"{speed:g} m/s")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"{title}: push survival by direction\n(0° = forward at the start)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(-0.2, 1.1))
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
