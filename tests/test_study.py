@@ -132,7 +132,7 @@ def test_gradient_quality_through_the_task_is_finite():
     params = actor.init(jax.random.PRNGKey(0), jnp.zeros(task.observation_size))
     normalizer = running_statistics.init_state(specs.Array((task.observation_size,), jnp.float32))
     settings = GradientSettings(windows=(1, 3), batches=2, envs=2, warmup=2, directions=2, samples=2)
-    stats = gradient_quality(task_returns_fn(task, actor, normalizer, settings), params, settings)
+    stats = gradient_quality(task_returns_fn(task, actor, normalizer, params, settings), params, settings)
     for key, value in stats.items():
         assert value.shape == (2,) and np.all(np.isfinite(value)), key
     assert np.all(stats["grad_norm"] > 0)

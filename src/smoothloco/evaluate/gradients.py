@@ -104,11 +104,12 @@ def gradient_quality(returns_fn: ReturnsFn, params, settings: GradientSettings) 
     return {k: np.asarray(v, np.float64) for k, v in out.items()}
 
 
-def task_returns_fn(task, actor, normalizer, settings: GradientSettings) -> ReturnsFn:
+def task_returns_fn(task, actor, normalizer, warmup_params, settings: GradientSettings) -> ReturnsFn:
     """Windowed returns of ``actor`` in ``task``: a batch of ``settings.envs`` fresh episodes, a
-    warm-up (no gradient), then the window with reparameterized action noise; rewards after a
-    termination do not count. Output ``(len(windows),)``: the batch-mean return of the first H
-    steps for each window H (one rollout serves every window)."""
+    warm-up with the fixed ``warmup_params`` (so neither the gradient nor the finite differences
+    see it), then the window with the given parameters and reparameterized action noise; rewards
+    after a termination do not count. Output ``(len(windows),)``: the batch-mean return of the
+    first H steps for each window H (one rollout serves every window)."""
     from brax.training.acme import running_statistics
 
     from smoothloco.train.networks import actor_obs
@@ -126,7 +127,7 @@ def task_returns_fn(task, actor, normalizer, settings: GradientSettings) -> Retu
         shape = (task.action_size,)
 
         def warm(state, key):
-            return task.step(state, act(jax.lax.stop_gradient(params), state.obs, jax.random.normal(key, shape))), None
+            return task.step(state, act(warmup_params, state.obs, jax.random.normal(key, shape))), None
 
         state, _ = jax.lax.scan(warm, state, jax.random.split(warm_key, settings.warmup))
         state = jax.lax.stop_gradient(state)
@@ -173,6 +174,6 @@ def contact_gradient_quality(
         actor = Actor(shac.actor_hidden, task.action_size, shac.init_log_std)
         params = actor.init(jax.random.PRNGKey(settings.seed), jnp.zeros(task.observation_size))
         normalizer = running_statistics.init_state(specs.Array((task.observation_size,), jnp.float32))
-        stats = gradient_quality(task_returns_fn(task, actor, normalizer, settings), params, settings)
+        stats = gradient_quality(task_returns_fn(task, actor, normalizer, params, settings), params, settings)
         out[model] = {"windows": list(settings.windows), **{k: v.tolist() for k, v in stats.items()}}
     return out
