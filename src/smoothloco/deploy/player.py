@@ -210,7 +210,7 @@ class Player:
         self.qpos_ids = np.array([model.jnt_qposadr[model.joint(j).id] for j in names])
         self.dof_ids = np.array([model.jnt_dofadr[model.joint(j).id] for j in names])
 
-        self.base_body = self._body_id(model, robot["base_body"], "robot.base_body")
+        self.base_body = self._named_id(model, "body", robot["base_body"], "robot.base_body")
         if (
             model.body_jntnum[self.base_body] != 1
             or model.jnt_type[model.body_jntadr[self.base_body]] != mujoco.mjtJoint.mjJNT_FREE
@@ -218,9 +218,9 @@ class Player:
             raise PolicyContractError(f"robot.base_body {robot['base_body']!r} must carry the model's free joint")
         if model.jnt_qposadr[model.body_jntadr[self.base_body]] != 0:
             raise PolicyContractError("the base's free joint must come first in qpos")
-        self.foot_geoms = np.array([self._geom_id(model, g, "robot.foot_geoms") for g in robot["foot_geoms"]])
+        self.foot_geoms = np.array([self._named_id(model, "geom", g, "robot.foot_geoms") for g in robot["foot_geoms"]])
         self.knee_bodies = np.array(
-            [self._body_id(model, b, "termination.knee_bodies") for b in termination["knee_bodies"]]
+            [self._named_id(model, "body", b, "termination.knee_bodies") for b in termination["knee_bodies"]]
         )
         self.termination = {k: float(termination[k]) for k in ("min_base_height", "max_tilt_deg", "min_knee_height")}
         self.initial_base_height = float(robot["initial_base_height"])
@@ -228,18 +228,13 @@ class Player:
         self._model = model
 
     @staticmethod
-    def _body_id(model: mujoco.MjModel, name: str, field: str) -> int:
-        body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
-        if body < 0:
-            raise PolicyContractError(f"{field}: no body named {name!r} in the robot model")
-        return body
-
-    @staticmethod
-    def _geom_id(model: mujoco.MjModel, name: str, field: str) -> int:
-        geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name)
-        if geom < 0:
-            raise PolicyContractError(f"{field}: no geom named {name!r} in the robot model")
-        return geom
+    def _named_id(model: mujoco.MjModel, kind: str, name: str, field: str) -> int:
+        """Index of the body or geom ``name`` in ``model``; ``field`` names the contract entry."""
+        obj = mujoco.mjtObj.mjOBJ_BODY if kind == "body" else mujoco.mjtObj.mjOBJ_GEOM
+        index = mujoco.mj_name2id(model, obj, name)
+        if index < 0:
+            raise PolicyContractError(f"{field}: no {kind} named {name!r} in the robot model")
+        return index
 
     def _load_timing(self, timing: dict) -> None:
         self.control_dt, self.sim_dt = float(timing["control_dt"]), float(timing["sim_dt"])

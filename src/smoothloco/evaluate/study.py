@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from smoothloco import plotting
 from smoothloco.evaluate.gradients import GradientSettings
 from smoothloco.evaluate.metrics import nanmean
 from smoothloco.evaluate.scenarios import standard_scenarios
@@ -245,10 +246,7 @@ def study_markdown(study: dict) -> str:
 
 
 def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     return plt
 
@@ -268,9 +266,7 @@ def plot_transfer(table: dict, path: Path) -> None:
     ax.set_ylabel("linear velocity error (m/s)")
     ax.legend()
     ax.set_title("tracking error where each policy is evaluated")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plotting.save(fig, path, dpi=100)
 
 
 def plot_gradients(gradients: dict, path: Path) -> None:
@@ -292,9 +288,7 @@ def plot_gradients(gradients: dict, path: Path) -> None:
             ax.set_yscale("log")
     axes[0].legend()
     fig.suptitle("policy-gradient quality through each contact model (initial policy)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plotting.save(fig, path, dpi=100)
 
 
 # -- command line ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from smoothloco import plotting
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.sim import CONTACT_MODELS
@@ -229,10 +230,7 @@ def markdown(summary: dict, title: str) -> str:
 # -- figures -----------------------------------------------------------------------------------
 def plot_tracking(scenarios: Sequence[Scenario], trajectories: Sequence[Trajectory], path: Path, title: str) -> None:
     """Commanded (dashed) and measured vx, vy and yaw rate for every command scenario."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     chosen = [(s, t) for s, t in zip(scenarios, trajectories) if s.kind == "command"]
     if not chosen:
@@ -253,17 +251,12 @@ def plot_tracking(scenarios: Sequence[Scenario], trajectories: Sequence[Trajecto
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(f"{title}: measured (solid) and commanded (dashed), m/s and rad/s")
     fig.supxlabel("time (s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    plotting.save(fig, path, dpi=90)
 
 
 def plot_push_survival(summary: dict, path: Path, title: str) -> None:
     """Share of pushes survived by direction (polar), one series per push speed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     pushed = [r for r in summary["scenarios"] if r["kind"] == "push"]
     if not pushed:
@@ -281,9 +274,7 @@ def plot_push_survival(summary: dict, path: Path, title: str) -> None:
     ax.set_ylim(0, 1.05)
     ax.set_title(f"{title}: push survival by direction\n(0° = forward at the start)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(-0.2, 1.1))
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    plotting.save(fig, path, dpi=90)
 
 
 # -- the evaluation ----------------------------------------------------------------------------

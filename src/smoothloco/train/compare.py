@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from smoothloco import plotting
 from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.runner import RunConfig, TrainConfig
 from smoothloco.train.shac import SHACConfig
@@ -233,10 +234,7 @@ def _markdown(r: dict) -> str:
 
 
 def _plot(path: Path, curves: dict[str, dict], threshold: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharey="row")
     rows = (("episode_return", "evaluation return"), ("lin_vel_error", "linear-velocity error (m/s)"))
@@ -256,9 +254,7 @@ def _plot(path: Path, curves: dict[str, dict], threshold: float) -> None:
             ax.grid(alpha=0.3)
     axes[0, 0].legend()
     fig.suptitle("SHAC vs PPO on the same task: seed mean, band = min..max over seeds")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plotting.save(fig, path, dpi=100)
 
 
 def add_parser(sub) -> None:

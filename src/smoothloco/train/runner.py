@@ -20,6 +20,7 @@ import numpy as np
 
 from brax.training.acme import running_statistics, specs
 
+from smoothloco import plotting
 from smoothloco.evaluate import command_evaluator
 from smoothloco.parallel import replicated, shard_batch
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig, randomize
@@ -384,10 +385,7 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
 def _plot(run_dir: Path, history: list[dict]) -> None:
     """Training curves (where the algorithm reports them: SHAC does, Brax's PPO does not) and
     the evaluations, against environment steps and wall-clock."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     trained = [h for h in history if "reward_per_step" in h]
     evals = [h for h in history if "eval/lin_vel_error" in h]
@@ -409,6 +407,4 @@ def _plot(run_dir: Path, history: list[dict]) -> None:
         bottom.set_ylabel("tracking error")
         bottom.set_xlabel(label)
         bottom.legend()
-    fig.tight_layout()
-    fig.savefig(run_dir / "training.png", dpi=100)
-    plt.close(fig)
+    plotting.save(fig, run_dir / "training.png", dpi=100)
