@@ -1,14 +1,16 @@
-"""SHAC end to end on a small batch: learning, exact resume, device-count invariance."""
+"""SHAC end to end: learning on a tiny fake, then exact resume and device-count invariance on the task."""
 
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from fakes import PointMassTracking
 
 from smoothloco.parallel import replicated, shard_batch
 from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
+from smoothloco.train.networks import make_policy_factory
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
 
 CONFIG = SHACConfig(
@@ -34,20 +36,39 @@ def _relative_difference(a, b) -> float:
     return (diff / norm) ** 0.5
 
 
-def test_shac_improves_return(algo):
-    """Reward per control step of the first iteration vs the last five. Measured on this
-    machine: about -0.06 at the start and above -0.01 after 30 iterations (the initial policy
-    falls and is penalized; the trained one stays up). The threshold asks for half of that gain."""
-    _, init, update = algo
-    ts, env_state = init(jax.random.PRNGKey(0))
-    rewards = []
-    for _ in range(CONFIG.iterations):
-        ts, env_state, metrics = update(ts, env_state)
-        rewards.append(float(metrics["reward_per_step"]))
-    first, last = rewards[0], float(np.mean(rewards[-5:]))
-    print(f"reward per step: first {first:+.4f}, last five {last:+.4f}")
+def _deterministic_return(algo: SHAC, ts, env, steps: int = 50) -> float:
+    """Mean reward per step of the deterministic policy from fixed start states."""
+    policy = make_policy_factory(algo.actor)((ts.normalizer, ts.actor_params))
+    state = env.reset(jax.random.split(jax.random.PRNGKey(1234), 64))
+
+    def step(state, _):
+        state = env.step(state, policy(state.obs, None)[0])
+        return state, state.reward
+
+    return float(np.mean(jax.lax.scan(step, state, None, length=steps)[1]))
+
+
+def test_shac_improves_return():
+    """SHAC's mechanics (actor window, critic, normalizer, clipping) on a tiny differentiable
+    fake, judged by the deterministic policy from fixed start states. Measured on this
+    machine over seeds 0-4: 0.07-0.10 before and 0.64-0.81 after 40 iterations (gains
+    0.55-0.74); the threshold asks for less than two thirds of the smallest gain."""
+    config = SHACConfig(
+        num_envs=32, horizon=16, iterations=40, critic_epochs=2, critic_minibatches=4,
+        actor_hidden=(32, 32), critic_hidden=(32, 32), episode_length=64,
+    )  # fmt: skip
+    task = PointMassTracking()
+    shac = SHAC(make_env(task, config.num_envs, config.episode_length), config)
+    evaluation_env = make_env(task, 64, 64)
+    update = jax.jit(shac.update)
+    ts, env_state = jax.jit(shac.init)(jax.random.PRNGKey(0))
+    before = _deterministic_return(shac, ts, evaluation_env)
+    for _ in range(config.iterations):
+        ts, env_state, _ = update(ts, env_state)
+    after = _deterministic_return(shac, ts, evaluation_env)
+    print(f"reward per step of the deterministic policy: before {before:.3f}, after {after:.3f}")
     assert int(ts.skipped_updates) == 0
-    assert last - first > 0.02
+    assert after - before > 0.35
 
 
 def test_resume_gives_the_identical_next_update(algo, tmp_path: Path):

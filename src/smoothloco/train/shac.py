@@ -170,9 +170,10 @@ class SHAC:
             "value_mean": jnp.mean(targets),
             "skipped_updates": ts.skipped_updates,
             "action_std": jnp.mean(jnp.exp(actor_params["params"]["log_std"])),
-            "sharpness": jnp.mean(env_state.info["sharpness"]),
             **{k: jnp.mean(v) for k, v in traj["metrics"].items()},
         }
+        if "sharpness" in env_state.info:
+            metrics["sharpness"] = jnp.mean(env_state.info["sharpness"])
         return ts, env_state, metrics
 
     def sharpness(self, iteration: jax.Array) -> jax.Array:
@@ -218,7 +219,8 @@ class SHAC:
     def _reset_done(self, state: envs.State, key: jax.Array) -> envs.State:
         """Fresh episodes where ``done``; the reset cuts the gradient (nothing flows from it)."""
         fresh = self.env.reset(jax.random.split(key, self.config.num_envs))
-        fresh = fresh.replace(info={**fresh.info, "sharpness": state.info["sharpness"]})  # keep the schedule's value
+        if "sharpness" in state.info:  # keep the schedule's value
+            fresh = fresh.replace(info={**fresh.info, "sharpness": state.info["sharpness"]})
 
         def pick(new, old):
             done = state.done.reshape((-1,) + (1,) * (old.ndim - 1))
