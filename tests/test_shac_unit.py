@@ -5,7 +5,7 @@ import numpy as np
 import optax
 import pytest
 
-from smoothloco.train.shac import SHACConfig, _guarded_step, td_lambda_targets
+from smoothloco.train.shac import SHACConfig, _guarded_step, clipped_sum, td_lambda_targets
 
 
 def test_td_lambda_targets_by_hand():
@@ -25,6 +25,21 @@ def test_td_lambda_targets_by_hand():
     np.testing.assert_allclose(got[:, 2], [10.0, 2 + 0.9 * (0.5 * 20 + 0.5 * 30), 30.0], rtol=1e-6)
 
 
+def test_per_environment_clipping_by_hand():
+    # three environments' gradients of norms 5, 1 and 100 (median 5), split over two leaves
+    grads = {"a": jnp.array([[3.0], [0.6], [0.0]]), "b": jnp.array([[4.0, 0.0], [0.8, 0.0], [0.0, 100.0]])}
+    plain, norms = clipped_sum(grads, 0.0)
+    np.testing.assert_allclose(norms, [5.0, 1.0, 100.0], rtol=1e-6)
+    np.testing.assert_allclose(plain["a"], [3.6], rtol=1e-6)  # the plain sum
+    np.testing.assert_allclose(plain["b"], [4.8, 100.0], rtol=1e-6)
+    clipped, _ = clipped_sum(grads, 1.0)  # at the median, 5: only the outlier shrinks, by 5/100
+    np.testing.assert_allclose(clipped["a"], [3.6], rtol=1e-6)
+    np.testing.assert_allclose(clipped["b"], [4.8, 5.0], rtol=1e-6)
+    clipped, _ = clipped_sum(grads, 0.1)  # at 0.5: scales 0.1, 0.5, 0.005
+    np.testing.assert_allclose(clipped["a"], [0.3 + 0.3], rtol=1e-6)
+    np.testing.assert_allclose(clipped["b"], [0.4 + 0.4, 0.5], rtol=1e-6)
+
+
 def test_non_finite_gradient_never_reaches_parameters():
     opt = optax.adam(0.1)
     params = {"w": jnp.ones(3)}
@@ -36,7 +51,7 @@ def test_non_finite_gradient_never_reaches_parameters():
     assert bool(ok) and float(new["w"][0]) < 1.0
 
 
-@pytest.mark.parametrize("field,value", [("horizon", 0), ("gamma", 1.5), ("actor_lr", 0.0), ("critic_minibatches", 7)])
+@pytest.mark.parametrize("field,value", [("horizon", 0), ("gamma", 1.5), ("actor_lr", 0.0), ("critic_minibatches", 7), ("env_grad_clip", -1.0)])
 def test_bad_shac_config(field, value):
     with pytest.raises(ValueError, match=field if field != "critic_minibatches" else "minibatches"):
         SHACConfig(**{field: value})

@@ -4,7 +4,8 @@ One jitted ``update`` does a whole iteration:
   1. Actor: roll the policy out for ``horizon`` control steps through the differentiable task,
      starting from the carried-over environment state with its gradient cut, and
      backpropagate the discounted reward plus the discounted target-critic value at the window
-     end (zero on termination, bootstrapped on truncation).
+     end (zero on termination, bootstrapped on truncation). Each environment's gradient is
+     clipped relative to the batch median before they are summed (``env_grad_clip``).
   2. Critic: fit TD(lambda) targets computed with the target critic, in minibatches.
   3. Polyak-average the target critic; update observation statistics.
 A non-finite gradient never reaches the parameters: that update is skipped and counted.
@@ -42,6 +43,12 @@ class SHACConfig:
     critic_lr: float = 1e-3
     lr_decay: bool = True  # linear decay to 10 % over the run
     max_grad_norm: float = 1.0
+    # Each environment's actor gradient is clipped at this multiple of the batch's median norm
+    # before averaging (0 turns it off). Through contact, a few environments' gradients are
+    # orders of magnitude larger than the rest and point anywhere: measured on the task, the
+    # largest 10 % carry 98-99.6 % of the squared norm, and the mean gradients of two halves of a
+    # batch have cosine ~0; clipped at the median, 0.65.
+    env_grad_clip: float = 1.0
     critic_epochs: int = 8
     critic_minibatches: int = 4
     target_critic_alpha: float = 0.2  # target <- alpha * target + (1 - alpha) * critic
@@ -62,6 +69,8 @@ class SHACConfig:
         for name in ("gamma", "td_lambda", "target_critic_alpha"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"shac.{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.env_grad_clip < 0:
+            raise ValueError(f"shac.env_grad_clip must be >= 0 (0 = off), got {self.env_grad_clip}")
         for name in ("actor_lr", "critic_lr", "max_grad_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"shac.{name} must be > 0, got {getattr(self, name)}")
@@ -138,9 +147,13 @@ class SHAC:
             sharpness = jnp.full(c.num_envs, self.sharpness(ts.iteration))
             env_state = env_state.replace(info={**env_state.info, "sharpness": sharpness})
 
-        (loss, (env_state, traj)), grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
-            ts.actor_params, ts, env_state, actor_key
+        # One copy of the actor per environment, so one backward pass yields every environment's
+        # own gradient (their sum is the usual batch gradient).
+        per_env_params = jax.tree.map(lambda p: jnp.broadcast_to(p, (c.num_envs, *p.shape)), ts.actor_params)
+        (loss, (env_state, traj)), per_env_grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
+            per_env_params, ts, env_state, actor_key
         )
+        grads, env_grad_norms = clipped_sum(per_env_grads, c.env_grad_clip)
         actor_params, actor_opt, actor_ok = _guarded_step(self.actor_optimizer, grads, ts.actor_params, ts.actor_opt)
 
         targets = td_lambda_targets(traj["reward"], traj["next_value"], traj["done"], traj["truncation"], c.gamma, c.td_lambda)
@@ -164,6 +177,8 @@ class SHAC:
             "actor_loss": loss,
             "critic_loss": critic_loss,
             "actor_grad_norm": optax.global_norm(grads),
+            "env_grad_norm_median": jnp.median(env_grad_norms),
+            "env_grad_norm_max": jnp.max(env_grad_norms),
             "reward_per_step": jnp.mean(traj["reward"]),
             "episode_ends": jnp.sum(traj["done"]),
             "falls": jnp.sum(traj["done"] * (1 - traj["truncation"])),
@@ -189,7 +204,7 @@ class SHAC:
         def step(carry, key):
             env_state, discount, ret = carry
             noise_key, reset_key = jax.random.split(key)
-            mean, log_std = self.actor.apply(actor_params, actor_obs(normalize(env_state.obs)))
+            mean, log_std = jax.vmap(self.actor.apply)(actor_params, actor_obs(normalize(env_state.obs)))
             action = mean + jnp.exp(log_std) * jax.random.normal(noise_key, mean.shape)
             next_state = self.env.step(env_state, action)
             done, truncation = next_state.done, next_state.info["truncation"]
@@ -274,6 +289,19 @@ def td_lambda_targets(
     last = rewards[-1] + gamma * jnp.where(dones[-1] > 0, truncations[-1], 1.0) * next_values[-1]
     _, rest = jax.lax.scan(backward, last, (rewards[:-1], next_values[:-1], dones[:-1], truncations[:-1]), reverse=True)
     return jnp.concatenate([rest, last[None]], axis=0)
+
+
+def clipped_sum(per_env_grads, clip: float) -> tuple[Any, jax.Array]:
+    """Sum over the leading environment axis, each environment's gradient first clipped to
+    ``clip`` times the batch median norm (no clipping when ``clip`` is 0); also the norms."""
+    leaves = jax.tree.leaves(per_env_grads)
+    norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
+    if clip > 0:
+        scale = jnp.minimum(1.0, clip * jnp.median(norms) / jnp.maximum(norms, 1e-30))
+    else:
+        scale = jnp.ones_like(norms)
+    summed = jax.tree.map(lambda g: jnp.tensordot(scale, g, axes=1), per_env_grads)
+    return summed, norms
 
 
 def _optimizer(lr: float, c: SHACConfig) -> optax.GradientTransformation:
