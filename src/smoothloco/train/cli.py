@@ -26,6 +26,7 @@ HELP = {
     "shac.num_envs": "parallel environments (split over all devices)",
     "shac.horizon": "control steps per SHAC window (backpropagation length)",
     "shac.iterations": "training iterations; environment steps = iterations * num_envs * horizon",
+    "shac.env_grad_clip": "clip each environment's actor gradient at this multiple of the batch median norm (0 = off)",
     "shac.seed": "random seed",
     "ppo.num_envs": "parallel environments (split over all devices)",
     "ppo.iterations": "rollout + update rounds; environment steps = iterations * num_envs * unroll_length",
