@@ -294,8 +294,7 @@ def td_lambda_targets(
 def clipped_sum(per_env_grads, clip: float) -> tuple[Any, jax.Array]:
     """Sum over the leading environment axis, each environment's gradient first clipped to
     ``clip`` times the batch median norm (no clipping when ``clip`` is 0); also the norms."""
-    leaves = jax.tree.leaves(per_env_grads)
-    norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
+    norms = jax.vmap(optax.global_norm)(per_env_grads)
     if clip > 0:
         scale = jnp.minimum(1.0, clip * jnp.median(norms) / jnp.maximum(norms, 1e-30))
     else:
