@@ -11,7 +11,7 @@ import numpy as np
 from brax.envs.base import Env, State
 
 from smoothloco.robot import RobotSpec
-from smoothloco.tasks import VelocityTask
+from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import make_policy_factory
 from smoothloco.train.runner import TrainConfig
@@ -44,9 +44,9 @@ def sled(height: float = 0.5, foot_radius: float = 0.02) -> RobotSpec:
     )
 
 
-def write_untrained_run(run_dir: Path, shac: SHACConfig, seed: int = 0) -> tuple:
+def write_untrained_run(run_dir: Path, shac: SHACConfig, seed: int = 0, task: VelocityTaskConfig | None = None) -> tuple:
     """A run folder as ``train`` leaves it, holding the initial parameters (no training)."""
-    config = TrainConfig(shac=shac)
+    config = TrainConfig(shac=shac, task=task or VelocityTaskConfig())
     algo = SHAC(make_env(VelocityTask(config.task), shac.num_envs, shac.episode_length), shac)
     train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(seed))
     run_dir.mkdir(parents=True)

@@ -25,7 +25,7 @@ from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.deploy.render import Clip, render_video, write_video
 from smoothloco.robot import anymal_c
 from smoothloco.sim import SimState
-from smoothloco.tasks import VelocityTask
+from smoothloco.tasks import OBS_SIZE, GaitConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.tasks.velocity import observation_scales
 from smoothloco.train.runner import load_run
 from smoothloco.train.shac import SHACConfig
@@ -39,7 +39,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 def run_dir(tmp_path_factory) -> Path:
     """An untrained run (random initial policy), exported through the command line."""
     run = tmp_path_factory.mktemp("deploy") / "run"
-    write_untrained_run(run, SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(32, 32)))
+    shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(32, 32))
+    write_untrained_run(run, shac, task=VelocityTaskConfig(gait=GaitConfig(frequency=2.0)))
     assert main(["export", str(run)]) == 0
     return run
 
@@ -65,7 +66,7 @@ def test_onnx_policy_equals_jax_policy(run_dir: Path):
 
     session = onnxruntime.InferenceSession(onnx_model(mlp_policy(run, 12)).SerializeToString())
     # Within 3 standard deviations of the normalizer's mean, the range a policy sees.
-    noise = np.random.default_rng(0).normal(0.0, 3.0, (512, 48))
+    noise = np.random.default_rng(0).normal(0.0, 3.0, (512, OBS_SIZE))
     obs = (np.asarray(normalizer.mean) + np.asarray(normalizer.std) * noise).astype(np.float32)
     exported = session.run(["actions"], {"obs": obs})[0]
     reference = np.asarray(run.policy()(obs, None)[0])
@@ -155,8 +156,8 @@ def _drop_last_term(c: dict) -> None:
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (_drop_last_term, r"input has shape \['N', 48\]; expected \[N, 36\]"),
-        (lambda c: c["observation"].update(size=47), "observation.size is 47, but its terms add up to 48"),
+        (_drop_last_term, r"input has shape \['N', 50\]; expected \[N, 48\]"),
+        (lambda c: c["observation"].update(size=49), "observation.size is 49, but its terms add up to 50"),
         (lambda c: c["observation"]["terms"][4].update(size=11), "'joint_pos' has size 11; expected 12"),
         (lambda c: c["observation"]["terms"][0].update(name="base_height"), "unknown observation term 'base_height'"),
         (lambda c: c["robot"].update(color="red"), "unknown field robot.color"),
@@ -166,6 +167,8 @@ def _drop_last_term(c: dict) -> None:
             "model hash mismatch.*expects robot.model_hash 0123456789abcdef",
         ),
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
+        (lambda c: c["gait"].update(frequency=-1.0), "gait.frequency must be >= 0 Hz"),
+        (lambda c: c["gait"]["swing_offsets"].pop(), "gait.swing_offsets must be 2 rows"),
     ],
     ids=[
         "obs-size-vs-onnx",
@@ -176,6 +179,8 @@ def _drop_last_term(c: dict) -> None:
         "missing-field",
         "model-hash",
         "gains",
+        "gait-frequency",
+        "gait-offsets",
     ],
 )
 def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):
@@ -210,9 +215,18 @@ def test_player_observation_equals_task_observation(run_dir: Path):
     player = Player(run_dir / "export")
     data = mujoco.MjData(player.model())
     data.qpos[:], data.qvel[:] = np.asarray(state.pipeline_state.q), np.asarray(state.pipeline_state.v)
-    observed = player.observe(data, np.asarray(state.info["command"]), np.asarray(state.info["last_action"]))
+    phase = float(state.info["gait_phase"])
+    observed = player.observe(data, np.asarray(state.info["command"]), np.asarray(state.info["last_action"]), phase)
     assert np.abs(np.asarray(state.obs)[:9]).min() > 1e-3  # velocities and gravity are not trivial
     np.testing.assert_allclose(observed, np.asarray(state.obs), atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("phase", [0.0, 0.1, 0.25, 0.6, 0.9])
+def test_player_gait_offsets_equal_task_gait_offsets(run_dir: Path, phase: float):
+    task = VelocityTask(load_run(run_dir).config.task)
+    expected = np.asarray(task.gait_offset(jnp.asarray(phase)))
+    np.testing.assert_allclose(Player(run_dir / "export").gait_offset(phase), expected, atol=1e-6)
+    assert (np.abs(expected).max() > 0.1) == (0.0 < phase < 0.5 or phase > 0.5)  # swinging except at 0 and 0.5
 
 
 def test_rendered_frames_are_not_empty(tmp_path: Path):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from brax.envs.wrappers import training
 
-from smoothloco.tasks import OBS_SIZE, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig, randomize
+from smoothloco.tasks import OBS_SIZE, GaitConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig, randomize
 from smoothloco.tasks.config import CommandConfig
 
 QUIET = dict(pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))
@@ -44,6 +44,25 @@ def test_zero_action_stands_ten_seconds(contact):
     assert float(np.asarray(done).max()) == 0.0
     assert 0.45 < float(q[-1, 2]) < 0.56
     assert float(np.abs(np.asarray(v[-50:])).max()) < 0.05
+
+
+def test_trot_generator_lifts_diagonal_pairs_in_turn():
+    """Zero actions on the trot generator: LF+RH swing while sin(2 pi phase) > 0, RF+LH while
+    it is < 0, and the robot steps in place without falling."""
+    task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(frequency=2.0), **QUIET))
+
+    def body(s, _):
+        phase = s.info["gait_phase"]
+        s, contact = task.step_with_contact(s, jnp.zeros(12))
+        return s, (phase, contact.gap, s.done)
+
+    _, (phase, gap, done) = jax.jit(lambda s: jax.lax.scan(body, s, None, length=150))(task.reset(jax.random.PRNGKey(0)))
+    assert float(np.asarray(done).max()) == 0.0
+    sine, gap = np.sin(2 * np.pi * np.asarray(phase)), np.asarray(gap)  # feet LF, RF, LH, RH
+    first, second = gap[:, [0, 3]].mean(axis=1), gap[:, [1, 2]].mean(axis=1)
+    late = np.arange(len(sine)) > 25  # after the first half second
+    assert first[late & (sine > 0.7)].mean() > 0.03 > second[late & (sine > 0.7)].mean()
+    assert second[late & (sine < -0.7)].mean() > 0.03 > first[late & (sine < -0.7)].mean()
 
 
 def test_pushes_and_command_changes_happen_on_schedule():

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from smoothloco import __version__
 from smoothloco.deploy import player
-from smoothloco.tasks import OBS_LAYOUT, VelocityTask
+from smoothloco.tasks import OBS_LAYOUT, VelocityTask, gait
 from smoothloco.tasks.velocity import observation_scales
 from smoothloco.train.networks import actor_obs
 from smoothloco.train.runner import LoadedRun, load_run
@@ -161,6 +161,10 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float) -> dict:
         "version": player.CONTRACT_VERSION,
         "observation": {"size": start, "terms": terms},
         "action": {"size": task.action_size, "scale": cfg.action_scale},
+        "gait": {
+            "frequency": cfg.gait.frequency,
+            "swing_offsets": (gait.swing_offsets(robot, cfg.gait.hip_amplitude) * (cfg.gait.frequency > 0)).tolist(),
+        },
         "joints": {
             "names": list(robot.joint_names),
             "default_pose": robot.default_pose.tolist(),

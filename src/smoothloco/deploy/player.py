@@ -6,7 +6,7 @@ next to an export and run on a machine that has never seen this package.
 
 What it does at every control period (``timing.control_dt``): build the observation from the
 MuJoCo state exactly like ``smoothloco.tasks.velocity`` (same terms, order and scales), run the
-ONNX policy, set joint targets ``default_pose + action.scale * action``; at every simulation
+ONNX policy, set joint targets ``default_pose + action.scale * action + gait offset``; at every simulation
 step (``timing.sim_dt``) apply PD torques ``kp (target - q) - kd q̇`` clipped at the torque limit.
 Torques enter as generalized joint forces (``qfrc_applied``), so no actuator setting of
 ``robot.xml`` (gear, control range) stands between the contract's torque limit and the joint.
@@ -45,7 +45,7 @@ import numpy as np
 import onnxruntime
 
 CONTRACT_FORMAT = "smoothloco-policy"
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2  # 2: the gait clock observation and the "gait" section
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 
 SOLREF_STEPS = 2.0  # contact time constant in simulation steps
@@ -60,6 +60,9 @@ CONTRACT_SCHEMA: Schema = {
     "version": int,
     "observation": {"size": int, "terms": list},
     "action": {"size": int, "scale": float},
+    # The trot generator: the phase advances frequency * control_dt cycles per control period
+    # from 0; its offsets add to the joint targets (``gait_offset``); frequency 0 = none.
+    "gait": {"frequency": float, "swing_offsets": list},
     "joints": {"names": list, "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
     "timing": {"control_dt": float, "sim_dt": float},
     "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list},
@@ -81,8 +84,11 @@ class PolicyContractError(ValueError):
 class _State:
     """What an observation term may read: the MuJoCo state plus the controller's own memory."""
 
-    def __init__(self, player: Player, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray):
+    def __init__(
+        self, player: Player, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray, phase: float = 0.0
+    ):
         self.player, self.data, self.command, self.last_action = player, data, command, last_action
+        self.phase = phase
 
     def to_body(self, world: np.ndarray) -> np.ndarray:
         """A world-frame vector in the base frame."""
@@ -95,7 +101,7 @@ class _State:
 
 class Term(NamedTuple):
     meaning: str
-    per_joint: bool  # one entry per joint, else a 3-vector
+    size: int | None  # entries; None: one per joint
     build: Callable[[_State], np.ndarray]
 
 
@@ -103,19 +109,24 @@ class Term(NamedTuple):
 # ``smoothloco.tasks.velocity.OBS_LAYOUT``; the exporter refuses a task term missing here, and a
 # test checks the values against the task's observation.
 OBSERVATION_TERMS: dict[str, Term] = {
-    "base_lin_vel": Term("base linear velocity, base frame (m/s)", False, lambda s: s.to_body(s.data.qvel[0:3])),
-    "base_ang_vel": Term("base angular velocity, base frame (rad/s)", False, lambda s: s.data.qvel[3:6]),
+    "base_lin_vel": Term("base linear velocity, base frame (m/s)", 3, lambda s: s.to_body(s.data.qvel[0:3])),
+    "base_ang_vel": Term("base angular velocity, base frame (rad/s)", 3, lambda s: s.data.qvel[3:6]),
     "projected_gravity": Term(
-        "unit gravity direction, base frame", False, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))
+        "unit gravity direction, base frame", 3, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))
     ),
-    "command": Term("commanded vx, vy (m/s) and yaw rate (rad/s)", False, lambda s: s.command),
+    "command": Term("commanded vx, vy (m/s) and yaw rate (rad/s)", 3, lambda s: s.command),
     "joint_pos": Term(
         "joint angles minus joints.default_pose (rad)",
-        True,
+        None,
         lambda s: s.data.qpos[s.player.qpos_ids] - s.player.default_pose,
     ),
-    "joint_vel": Term("joint velocities (rad/s)", True, lambda s: s.data.qvel[s.player.dof_ids]),
-    "last_action": Term("the policy's previous output", True, lambda s: s.last_action),
+    "joint_vel": Term("joint velocities (rad/s)", None, lambda s: s.data.qvel[s.player.dof_ids]),
+    "last_action": Term("the policy's previous output", None, lambda s: s.last_action),
+    "gait_clock": Term(
+        "sin and cos of 2 pi times the gait phase (cycles; see the gait section)",
+        2,
+        lambda s: np.array([math.sin(2.0 * math.pi * s.phase), math.cos(2.0 * math.pi * s.phase)]),
+    ),
 }
 
 
@@ -177,6 +188,7 @@ class Player:
         self._load_robot(c["robot"], c["joints"], c["termination"])
         self._load_timing(c["timing"])
         self._load_observation(c["observation"], c["action"])
+        self._load_gait(c["gait"])
         self._load_policy(c["policy"])
 
     # -- validation ---------------------------------------------------------------------------
@@ -264,7 +276,7 @@ class Player:
                     f"this player builds: {', '.join(OBSERVATION_TERMS)}"
                 )
             spec = OBSERVATION_TERMS[name]
-            size = n_joints if spec.per_joint else 3
+            size = n_joints if spec.size is None else spec.size
             if term["size"] != size:
                 raise PolicyContractError(
                     f"policy.json: observation term {name!r} has size {term['size']}; expected {size} for this robot"
@@ -281,6 +293,17 @@ class Player:
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
             )
         self.action_scale = float(action["scale"])
+
+    def _load_gait(self, gait: dict) -> None:
+        frequency = gait["frequency"]
+        if not (math.isfinite(frequency) and frequency >= 0):
+            raise PolicyContractError(f"policy.json: gait.frequency must be >= 0 Hz (0 = none), got {frequency}")
+        self.gait_frequency = float(frequency)
+        rows = gait["swing_offsets"]
+        if len(rows) != 2:
+            raise PolicyContractError(f"policy.json: gait.swing_offsets must be 2 rows (one per diagonal pair), got {len(rows)}")
+        n = len(self.dof_ids)
+        self.swing_offsets = np.stack([_number_list(row, n, f"gait.swing_offsets[{i}]") for i, row in enumerate(rows)])
 
     def _load_policy(self, policy: dict) -> None:
         onnx_file = self.export_dir / policy["file"]
@@ -310,10 +333,16 @@ class Player:
         self.input_name, self.output_name = policy["input"], policy["output"]
 
     # -- control ------------------------------------------------------------------------------
-    def observe(self, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray) -> np.ndarray:
+    def observe(self, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray, phase: float = 0.0) -> np.ndarray:
         """The policy's observation for the state in ``data`` (reads only qpos and qvel)."""
-        state = _State(self, data, np.asarray(command, np.float64), np.asarray(last_action, np.float64))
+        state = _State(self, data, np.asarray(command, np.float64), np.asarray(last_action, np.float64), phase)
         return np.concatenate([scale * build(state) for build, scale in self.terms]).astype(np.float32)
+
+    def gait_offset(self, phase: float) -> np.ndarray:
+        """Joint-target offsets of the trot generator: the first diagonal pair swings along a half
+        sine while sin(2 pi phase) > 0, the second while it is < 0."""
+        sine = math.sin(2.0 * math.pi * phase)
+        return max(sine, 0.0) * self.swing_offsets[0] + max(-sine, 0.0) * self.swing_offsets[1]
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """The deterministic action for one observation."""
@@ -379,6 +408,7 @@ class Player:
             "power": np.zeros(steps),
         }
         last_action = np.zeros(n)
+        phase = 0.0
         fallen = False
         next_frame = 0.0
         for k in range(steps):
@@ -386,9 +416,9 @@ class Player:
             while kicks and kicks[0][0] <= t + 1e-9:
                 data.qvel[0:2] += kicks.pop(0)[1:]
             mujoco.mj_step1(model, data)  # kinematics and contacts of the current state
-            state = _State(self, data, command, last_action)
-            action = self.act(self.observe(data, command, last_action))
-            target = self.default_pose + self.action_scale * action
+            state = _State(self, data, command, last_action, phase)
+            action = self.act(self.observe(data, command, last_action, phase))
+            target = self.default_pose + self.action_scale * action + self.gait_offset(phase)
             fallen = fallen or self._fallen(data, state)
             self._record(traj, k, model, data, state, self._torque(data, target), fallen)
             for substep in range(self.substeps):
@@ -400,6 +430,7 @@ class Player:
                     next_frame += 1.0 / FRAME_RATE
                 mujoco.mj_step2(model, data)
             last_action = action
+            phase = (phase + self.gait_frequency * self.control_dt) % 1.0
         return traj
 
     def _torque(self, data: mujoco.MjData, target: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 from smoothloco.tasks.config import (
     DEFAULT_REWARD_WEIGHTS,
     CommandConfig,
+    GaitConfig,
     PushConfig,
     RandomizationConfig,
     VelocityTaskConfig,
@@ -15,6 +16,7 @@ __all__ = [
     "OBS_LAYOUT",
     "OBS_SIZE",
     "CommandConfig",
+    "GaitConfig",
     "PushConfig",
     "RandomizationConfig",
     "VelocityTask",

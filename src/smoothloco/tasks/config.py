@@ -83,6 +83,22 @@ class RandomizationConfig:
 
 
 @dataclass(frozen=True)
+class GaitConfig:
+    """An open-loop trot that the policy's actions are added to (a trajectory generator, as in
+    PMTG): diagonal leg pairs alternate, each flexing hip and knee through a half-sine swing.
+    Stepping is then there from the first iteration and the gradient only has to shape it."""
+
+    frequency: float = 0.0  # Hz, full gait cycles per second; 0 turns the generator off
+    hip_amplitude: float = 0.3  # rad of HFE flexion at mid-swing; the knee flexes twice as much
+
+    def __post_init__(self) -> None:
+        if not self.frequency >= 0:
+            raise ValueError(f"gait.frequency must be >= 0 Hz (0 = off), got {self.frequency}")
+        if not self.hip_amplitude >= 0:
+            raise ValueError(f"gait.hip_amplitude must be >= 0 rad, got {self.hip_amplitude}")
+
+
+@dataclass(frozen=True)
 class VelocityTaskConfig:
     """Velocity tracking on flat ground for the bundled quadruped."""
 
@@ -103,6 +119,7 @@ class VelocityTaskConfig:
     tracking_sigma: float = 0.25
     commands: CommandConfig = field(default_factory=CommandConfig)
     pushes: PushConfig = field(default_factory=PushConfig)
+    gait: GaitConfig = field(default_factory=GaitConfig)
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     reward_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_REWARD_WEIGHTS))
 

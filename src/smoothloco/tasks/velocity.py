@@ -17,6 +17,7 @@ from smoothloco.robot import RobotSpec, anymal_c
 from smoothloco.sim import ContactConfig, Sim, SimState, StepInfo, make_sim
 from smoothloco.sim import step as sim_step
 from smoothloco.sim.rotation import rotate_inverse
+from smoothloco.tasks import gait
 from smoothloco.tasks.config import VelocityTaskConfig
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
@@ -30,6 +31,7 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("joint_pos", 12, 1.0, 0.01),
     ("joint_vel", 12, 0.05, 1.5),
     ("last_action", 12, 1.0, 0.0),
+    ("gait_clock", 2, 1.0, 0.0),  # sin, cos of the trot phase; constant when the generator is off
 )
 OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
@@ -53,6 +55,7 @@ class VelocityTask(Env):
         self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
         self._obs_scale = jnp.asarray(observation_scales(), jnp.float32)
         self._obs_noise = jnp.asarray(np.concatenate([np.full(size, n) for _, size, _, n in OBS_LAYOUT]), jnp.float32)
+        self._swing_offsets = jnp.asarray(gait.swing_offsets(self.robot, self.config.gait.hip_amplitude), jnp.float32)
 
     # -- Brax Env interface -------------------------------------------------------------
     @property
@@ -74,7 +77,7 @@ class VelocityTask(Env):
         return 1.0 / self.config.control_dt
 
     def reset(self, rng: jax.Array) -> State:
-        rng, pose_key, command_key, push_key = jax.random.split(rng, 4)
+        rng, pose_key, command_key, push_key, phase_key = jax.random.split(rng, 5)
         q = jnp.asarray(self.robot.init_qpos(), jnp.float32)
         q = q.at[7:].add(jax.random.uniform(pose_key, (12,), minval=-0.05, maxval=0.05))
         physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
@@ -86,6 +89,7 @@ class VelocityTask(Env):
             "push_countdown": self._sample_push_interval(push_key),
             "last_action": jnp.zeros(self.action_size),
             "air_time": jnp.zeros(4),
+            "gait_phase": jax.random.uniform(phase_key) if self.config.gait.frequency > 0 else jnp.zeros(()),
             "sharpness": jnp.asarray(self.config.sharpness, jnp.float32),
             "pushes": jnp.zeros((), jnp.int32),
             "command_changes": jnp.zeros((), jnp.int32),
@@ -106,7 +110,7 @@ class VelocityTask(Env):
         cfg = self.config
         info = dict(state.info)
         rng, noise_key, command_key, push_key, push_dir_key = jax.random.split(info["rng"], 5)
-        target = self._default_pose + cfg.action_scale * action
+        target = self._default_pose + cfg.action_scale * action + self.gait_offset(info["gait_phase"])
 
         def substep(physics: SimState, _: None) -> tuple[SimState, StepInfo]:
             return sim_step(self.sys, physics, target, info["sharpness"])
@@ -123,7 +127,8 @@ class VelocityTask(Env):
         reward = sum(terms.values())
 
         done = self._terminated(physics, contact, rewards_in.gravity)
-        info.update(rng=rng, last_action=action, air_time=air_time)
+        phase = jnp.mod(info["gait_phase"] + cfg.gait.frequency * cfg.control_dt, 1.0)
+        info.update(rng=rng, last_action=action, air_time=air_time, gait_phase=phase)
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
         if kick is not None:
@@ -137,6 +142,12 @@ class VelocityTask(Env):
         )
         state = state.replace(pipeline_state=physics, obs=obs, reward=reward, done=done, metrics=metrics, info=info)
         return state, contact
+
+    def gait_offset(self, phase: jax.Array) -> jax.Array:
+        """Joint-target offsets of the trot generator at ``phase`` (zero when it is off)."""
+        if self.config.gait.frequency == 0:
+            return jnp.zeros(self.action_size)
+        return gait.offset_from_clock(self._swing_offsets, gait.clock(phase)[0])
 
     # -- pieces ---------------------------------------------------------------------------
     def _active_terms(self) -> list[str]:
@@ -229,6 +240,7 @@ class VelocityTask(Env):
                 physics.q[7:] - self._default_pose,
                 physics.v[6:],
                 info["last_action"],
+                gait.clock(info["gait_phase"]),
             ]
         )
         clean = raw * self._obs_scale

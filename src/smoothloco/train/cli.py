@@ -22,6 +22,9 @@ HELP = {
     "task.control_dt": "control period in seconds (a whole number of sim steps)",
     "task.action_scale": "radians of joint-target offset per unit action",
     "task.obs_noise": "multiplier of the per-signal sensor noise levels (0 = none)",
+    "task.gait.frequency": "trot generator (PMTG-style): gait cycles per second whose swing offsets add to the "
+    "policy's joint targets (0 = off)",
+    "task.gait.hip_amplitude": "trot generator hip flexion at mid-swing in rad (the knee flexes twice as much)",
     "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
     "shac.num_envs": "parallel environments (split over all devices)",
     "shac.horizon": "control steps per SHAC window (backpropagation length)",

@@ -80,12 +80,13 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, saved: dict) -> "TrainConfig":
         """Inverse of ``to_dict`` (JSON turns tuples into lists; the configs validate again)."""
-        from smoothloco.tasks.config import CommandConfig, PushConfig, RandomizationConfig
+        from smoothloco.tasks.config import CommandConfig, GaitConfig, PushConfig, RandomizationConfig
 
         untuple = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
         task = untuple(saved["task"])
-        for key, sub in (("commands", CommandConfig), ("pushes", PushConfig), ("randomization", RandomizationConfig)):
-            task[key] = sub(**untuple(saved["task"][key]))
+        sections = (("commands", CommandConfig), ("pushes", PushConfig), ("gait", GaitConfig), ("randomization", RandomizationConfig))
+        for key, sub in sections:  # runs from before the gait generator have no "gait"
+            task[key] = sub(**untuple(saved["task"].get(key, {})))
         return cls(  # runs from before PPO existed have no "algo" and "ppo"
             algo=saved.get("algo", "shac"),
             task=VelocityTaskConfig(**task),
