@@ -31,3 +31,10 @@ def test_load_run_rejects_a_folder_that_is_not_a_run(tmp_path: Path):
     (tmp_path / checkpoint.CHECKPOINT_NAME).write_bytes(b"not msgpack")
     with pytest.raises(checkpoint.CheckpointError, match="corrupt"):
         load_run(tmp_path)
+
+
+def test_a_config_from_before_the_trot_generator_loads_with_it_off():
+    saved = TrainConfig().to_dict()
+    del saved["task"]["gait"]
+    assert TrainConfig.from_dict(saved).task.gait.frequency == 0.0
+    assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
