@@ -10,7 +10,8 @@ from fakes import sled
 from smoothloco.bench import pd_servo_model
 from smoothloco.robot import anymal_c
 from smoothloco.sim import SimState, initial_state, make_sim, rollout
-from smoothloco.sim.step import _smooth_dynamics, pd_torque
+from smoothloco.sim.dynamics import dynamics
+from smoothloco.sim.step import pd_torque
 
 G = 9.81
 
@@ -37,9 +38,9 @@ def test_free_dynamics_acceleration_equals_mujoco():
 
     @jax.jit
     def acceleration(q, v):
-        d = _smooth_dynamics(sim, q, v)
+        dyn = dynamics(sim.tree, q, v)
         tau = pd_torque(sim, q, v, jnp.asarray(robot.default_pose, jnp.float32))
-        return jnp.linalg.solve(d._impl.M, jnp.concatenate([jnp.zeros(6), tau]) - d.qfrc_bias)
+        return jnp.linalg.solve(dyn.mass_matrix, jnp.concatenate([jnp.zeros(6), tau]) - dyn.bias)
 
     qacc = np.asarray(acceleration(jnp.asarray(q, jnp.float32), jnp.asarray(v, jnp.float32)))
 

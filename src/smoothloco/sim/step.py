@@ -1,7 +1,7 @@
 """One differentiable time step of the floating-base quadruped (DESIGN.md, "The time step").
 
-Smooth multibody dynamics (mass matrix, bias forces, Jacobians) come from MuJoCo MJX with its
-own contact disabled; contact is ours (``smoothloco.sim.contact``). Stepping is Moreau-Jean
+Smooth multibody dynamics (mass matrix, bias forces, Jacobians) come from ``sim.dynamics`` for
+the robot's MuJoCo model; contact is ours (``smoothloco.sim.contact``). Stepping is Moreau-Jean
 midpoint: evaluate everything at q_m = q + h/2 v, solve foot impulses, then q+ = q_m + h/2 v+.
 """
 
@@ -12,14 +12,13 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 from flax import struct
-from mujoco import mjx
 
 from smoothloco.robot import RobotSpec
 from smoothloco.sim import terrain as terrain_lib
 from smoothloco.sim.contact import ContactConfig, contact_weights, gauss_seidel, penalty_impulses
+from smoothloco.sim.dynamics import Dynamics, RigidTree, dynamics, point_jacobians, rigid_tree
 from smoothloco.sim.rotation import quat_integrate
 
 FREE_QPOS, FREE_DOF = 7, 6
@@ -50,13 +49,14 @@ class StepInfo:
 
 @struct.dataclass
 class Sim:
-    """A differentiable simulator: the MJX model plus runtime physical parameters.
+    """A differentiable simulator: the robot's rigid-body tree plus runtime physical parameters.
 
     Array fields are pytree leaves, so domain randomization can batch them with ``vmap``;
     the rest is static and fixed at trace time.
     """
 
-    mjx_model: mjx.Model
+    tree: RigidTree
+    foot_offset: jax.Array  # (n_feet, 3) sphere centres in their bodies' frames
     friction: jax.Array  # () Coulomb coefficient, foot on ground
     kp: jax.Array  # (n_joints,)
     kd: jax.Array  # (n_joints,)
@@ -64,15 +64,14 @@ class Sim:
     torque_limit: jax.Array  # (n_joints,)
     dt: float = struct.field(pytree_node=False)
     contact: ContactConfig = struct.field(pytree_node=False)
-    foot_geom_ids: tuple[int, ...] = struct.field(pytree_node=False)
-    foot_dof_mask: tuple[tuple[bool, ...], ...] = struct.field(pytree_node=False)
+    foot_body_ids: tuple[int, ...] = struct.field(pytree_node=False)
     foot_radius: float = struct.field(pytree_node=False)
     knee_body_ids: tuple[int, ...] = struct.field(pytree_node=False, default=())
     terrain: Callable[[jax.Array], jax.Array] = struct.field(pytree_node=False, default=terrain_lib.flat)
 
     @property
     def n_feet(self) -> int:
-        return len(self.foot_geom_ids)
+        return len(self.foot_body_ids)
 
 
 def make_sim(
@@ -90,17 +89,15 @@ def make_sim(
     if not friction >= 0:
         raise ValueError(f"friction must be >= 0, got {friction}")
     model = robot.mj_model()
-    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT  # contact is ours
-    model.opt.timestep = dt
     geom_names = [model.geom(i).name for i in range(model.ngeom)]
     missing = [f for f in robot.foot_geoms if f not in geom_names]
     if missing:
         raise ValueError(f"model has no foot geom named {missing}; named geoms: {[g for g in geom_names if g]}")
-    foot_ids = tuple(model.geom(f).id for f in robot.foot_geoms)
-    mask = tuple(tuple(bool(b) for b in _dofs_moving_body(model, model.geom_bodyid[g])) for g in foot_ids)
+    foot_ids = [model.geom(f).id for f in robot.foot_geoms]
     n = len(robot.joint_names)
     return Sim(
-        mjx_model=mjx.put_model(model),
+        tree=rigid_tree(model),
+        foot_offset=jnp.asarray(model.geom_pos[foot_ids], jnp.float32),
         friction=jnp.asarray(float(friction)),  # default float dtype: float32, or float64 under x64
         kp=jnp.full(n, float(robot.kp)),
         kd=jnp.full(n, float(robot.kd)),
@@ -108,21 +105,11 @@ def make_sim(
         torque_limit=jnp.full(n, float(robot.torque_limit)),
         dt=float(dt),
         contact=contact,
-        foot_geom_ids=foot_ids,
-        foot_dof_mask=mask,
+        foot_body_ids=tuple(int(model.geom_bodyid[g]) for g in foot_ids),
         foot_radius=robot.foot_radius,
         knee_body_ids=tuple(model.body(b).id for b in robot.knee_bodies),
         terrain=terrain,
     )
-
-
-def _dofs_moving_body(model: mujoco.MjModel, body: int) -> np.ndarray:
-    """Which dofs move ``body``: those of the body and its ancestors."""
-    ancestors = {body}
-    while body != 0:
-        body = model.body_parentid[body]
-        ancestors.add(body)
-    return np.isin(model.dof_bodyid, list(ancestors))
 
 
 def integrate_positions(q: jax.Array, v: jax.Array, dt: float) -> jax.Array:
@@ -139,33 +126,20 @@ def pd_torque(sim: Sim, q: jax.Array, v: jax.Array, joint_target: jax.Array) -> 
     return jnp.clip(sim.motor_strength * raw, -sim.torque_limit, sim.torque_limit)
 
 
-def _smooth_dynamics(sim: Sim, q: jax.Array, v: jax.Array) -> mjx.Data:
-    m = sim.mjx_model
-    d = mjx.make_data(m).replace(qpos=q, qvel=v)
-    d = mjx.kinematics(m, d)
-    d = mjx.com_pos(m, d)
-    d = mjx.crb(m, d)
-    d = mjx.com_vel(m, d)
-    return mjx.rne(m, d)
-
-
 def _heights_above_terrain(sim: Sim, points: jax.Array) -> jax.Array:
     return points[:, 2] - sim.terrain(points[:, :2])
 
 
-def _foot_contacts(sim: Sim, d: mjx.Data) -> tuple[jax.Array, jax.Array]:
+def _foot_contacts(sim: Sim, dyn: Dynamics) -> tuple[jax.Array, jax.Array]:
     """Foot gaps (n,) and contact Jacobians (n*3, nv) with rows [normal, t1, t2] per foot."""
-    centers = d.geom_xpos[jnp.array(sim.foot_geom_ids)]
+    bodies = np.array(sim.foot_body_ids)
+    xmat = dyn.frames.xmat[bodies]
+    centers = dyn.frames.xpos[bodies] + jnp.einsum("fij,fj->fi", xmat, sim.foot_offset)
     heights, frames = jax.vmap(lambda p: terrain_lib.contact_frame(sim.terrain, p))(centers)
     normals = frames[:, 0]
     gaps = (centers[:, 2] - heights) * normals[:, 2] - sim.foot_radius
-    points = centers - sim.foot_radius * normals
-    # Point Jacobian from MJX's com-based motion subspace; the dof mask is static per foot.
-    offset = points - d.subtree_com[1]
-    ang, lin = d.cdof[:, :3], d.cdof[:, 3:]
-    jacp = lin[None] + jnp.cross(ang[None], offset[:, None, :])  # (n, nv, 3)
-    jacp = jacp * jnp.asarray(np.array(sim.foot_dof_mask), jacp.dtype)[..., None]
-    jac = jnp.einsum("fab,fvb->fav", frames, jacp)
+    jacp, _ = point_jacobians(sim.tree, dyn.frames, bodies, centers - sim.foot_radius * normals)  # (n, 3, nv)
+    jac = jnp.einsum("fab,fbv->fav", frames, jacp)
     return gaps, jac.reshape(-1, jac.shape[-1])
 
 
@@ -178,13 +152,13 @@ def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Arra
     _check_sharpness(sharpness)
     h = sim.dt
     q_mid = integrate_positions(state.q, state.v, 0.5 * h)
-    d = _smooth_dynamics(sim, q_mid, state.v)
+    dyn = dynamics(sim.tree, q_mid, state.v)
     torque = pd_torque(sim, q_mid, state.v, joint_target)
-    generalized_force = jnp.concatenate([jnp.zeros(FREE_DOF, torque.dtype), torque]) - d.qfrc_bias
+    generalized_force = jnp.concatenate([jnp.zeros(FREE_DOF, torque.dtype), torque]) - dyn.bias
 
-    chol = jax.scipy.linalg.cho_factor(d._impl.M)
+    chol = jax.scipy.linalg.cho_factor(dyn.mass_matrix)
     v_free = state.v + h * jax.scipy.linalg.cho_solve(chol, generalized_force)
-    gap, jac = _foot_contacts(sim, d)
+    gap, jac = _foot_contacts(sim, dyn)
     minv_jt = jax.scipy.linalg.cho_solve(chol, jac.T)
     free_contact_velocity = jac @ v_free
 
@@ -206,7 +180,7 @@ def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Arra
         impulse=impulse,
         foot_velocity=(jac @ v_new).reshape(-1, 3),
         torque=torque,
-        knee_height=_heights_above_terrain(sim, d.xpos[jnp.array(sim.knee_body_ids, int)]),
+        knee_height=_heights_above_terrain(sim, dyn.frames.xpos[np.array(sim.knee_body_ids, int)]),
         finite=finite,
     )
     return SimState(q=q_new, v=v_new), info

@@ -17,15 +17,15 @@ def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = Randomizat
     """
 
     n_joints = sim.kp.shape[0]
-    model = sim.mjx_model
+    tree = sim.tree
 
     def sample(key: jax.Array) -> dict[str, jax.Array]:
         k = jax.random.split(key, 6)
         uniform = lambda key, r, shape=(): jax.random.uniform(key, shape, minval=r[0], maxval=r[1])  # noqa: E731
         offset = config.base_com_offset
         return {
-            "body_mass": model.body_mass.at[1].add(uniform(k[0], config.added_base_mass)),
-            "body_ipos": model.body_ipos.at[1].add(uniform(k[1], (-offset, offset), (3,))),
+            "body_mass": tree.body_mass.at[1].add(uniform(k[0], config.added_base_mass)),
+            "body_ipos": tree.body_ipos.at[1].add(uniform(k[1], (-offset, offset), (3,))),
             "friction": uniform(k[2], config.friction),
             "kp": sim.kp * uniform(k[3], config.kp_scale, (n_joints,)),
             "kd": sim.kd * uniform(k[4], config.kd_scale, (n_joints,)),
@@ -41,20 +41,20 @@ def set_physics(sim: Sim, friction: jax.Array, added_base_mass: jax.Array) -> tu
     friction, added = jnp.asarray(friction, sim.friction.dtype), jnp.asarray(added_base_mass, sim.friction.dtype)
     if friction.ndim != 1 or friction.shape != added.shape:
         raise ValueError(f"friction and added_base_mass must be (n,) arrays of one length, got {friction.shape}, {added.shape}")
-    body_mass = sim.mjx_model.body_mass
+    body_mass = sim.tree.body_mass
     return _batched(sim, {"body_mass": jnp.tile(body_mass, (friction.shape[0], 1)).at[:, 1].add(added), "friction": friction})
 
 
 def _batched(sim: Sim, values: dict[str, jax.Array]) -> tuple[Sim, Sim]:
     """``sim`` with the given leaves batched along axis 0, and the matching ``in_axes``: only those
     leaves carry a batch axis; everything else stays shared."""
-    model_keys = {k for k in values if k in ("body_mass", "body_ipos")}
-    sim_keys = set(values) - model_keys
+    tree_keys = {k for k in values if k in ("body_mass", "body_ipos")}
+    sim_keys = set(values) - tree_keys
     batched = sim.replace(
-        mjx_model=sim.mjx_model.tree_replace({k: values[k] for k in model_keys}), **{k: values[k] for k in sim_keys}
+        tree=sim.tree.replace(**{k: values[k] for k in tree_keys}), **{k: values[k] for k in sim_keys}
     )
     in_axes = jax.tree.map(lambda _: None, sim)
     in_axes = in_axes.replace(
-        mjx_model=in_axes.mjx_model.tree_replace({k: 0 for k in model_keys}), **{k: 0 for k in sim_keys}
+        tree=in_axes.tree.replace(**{k: 0 for k in tree_keys}), **{k: 0 for k in sim_keys}
     )
     return batched, in_axes

@@ -253,7 +253,7 @@ class VelocityTask(Env):
         extra = jnp.concatenate(
             [
                 jnp.atleast_1d(self.sys.friction),
-                jnp.atleast_1d(self.sys.mjx_model.body_mass[1] - self._nominal_base_mass),
+                jnp.atleast_1d(self.sys.tree.body_mass[1] - self._nominal_base_mass),
                 jnp.clip(contact.gap, -0.05, 0.2),
                 contact.weight,
             ]
