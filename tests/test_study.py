@@ -17,10 +17,13 @@ from smoothloco.evaluate.gradients import GradientSettings, gradient_quality
 SUMMARY_KEYS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
 
 
-def fake_train(config):
-    """A 'run' whose return and errors depend only on its contact model."""
-    Path(config.run.out).mkdir(parents=True)
+def fake_train(config, resume=False):
+    """A 'run' whose return and errors depend only on its contact model; it leaves the
+    ``summary.json`` that a finished training leaves."""
+    run_dir = Path(config.run.out)
+    run_dir.mkdir(parents=True, exist_ok=resume)
     ret = {"hard": 1.0, "soft": 3.0, "smooth": 4.0}[config.task.contact] + 0.1 * config.shac.seed
+    (run_dir / "summary.json").write_text(json.dumps({"episode_return": ret, "env_steps": 64}))
     return None, None, [{"iteration": 1, "env_steps": 64, "eval/episode_return": ret}]
 
 
@@ -28,13 +31,16 @@ def fake_evaluate(run_dir: Path, sim: str, scenarios: tuple) -> dict:
     assert len(scenarios) == 19  # the quick budget's subset
     trained = run_dir.name.split("-")[0]
     error = 0.1 if sim != "mujoco" or trained == "smooth" else 0.5  # soft and hard policies degrade in MuJoCo
-    return {
+    summary = {
         "lin_vel_error": error,
         "yaw_rate_error": error / 2,
         "fall_rate": 0.5 if error > 0.1 else 0.0,
         "push_survival": 0.75,
         "scenarios": [],
     }
+    (run_dir / f"eval-{sim}").mkdir()
+    (run_dir / f"eval-{sim}" / "summary.json").write_text(json.dumps({"sim": sim, **summary}))
+    return summary
 
 
 def fake_gradients(models, settings):
@@ -63,6 +69,41 @@ def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
     text = (out / "study.md").read_text()
     assert "| contact model | training return |" in text and "| soft |" in text and "learning gap" in text
     assert (out / "transfer.png").stat().st_size > 0 and (out / "gradients.png").stat().st_size > 0
+
+
+def test_interrupted_study_resumes_without_repeating_finished_work(tmp_path: Path):
+    budget = replace(study.BUDGETS["quick"], seeds=2)
+    out = tmp_path / "study"
+    calls = []
+
+    def interrupted_train(config, resume=False):
+        if config.task.contact == "soft" and config.shac.seed == 1:  # the 4th of 6 trainings
+            Path(config.run.out).mkdir(parents=True)
+            (Path(config.run.out) / "checkpoint.msgpack").write_bytes(b"partial")
+            raise KeyboardInterrupt
+        return fake_train(config, resume)
+
+    def counting_train(config, resume=False):
+        calls.append((config.task.contact, config.shac.seed, resume))
+        return fake_train(config, resume)
+
+    def counting_evaluate(run_dir, sim, scenarios):
+        calls.append((run_dir.name, sim))
+        return fake_evaluate(run_dir, sim, scenarios)
+
+    with pytest.raises(KeyboardInterrupt):
+        study.run_contact_study(out, budget, train_fn=interrupted_train, evaluate_fn=fake_evaluate, gradient_fn=fake_gradients)
+    args = build_parser().parse_args(["study", "contact", "--out", str(out), "--seeds", "2"])
+    assert args.func(args) == 2  # not without --resume
+    result = study.run_contact_study(
+        out, budget, train_fn=counting_train, evaluate_fn=counting_evaluate, gradient_fn=fake_gradients, resume=True
+    )
+    # The unfinished training continues from its checkpoint; the two after it start afresh.
+    trained = [c for c in calls if len(c) == 3]
+    assert trained == [("soft", 1, True), ("smooth", 0, False), ("smooth", 1, False)]
+    assert [c for c in calls if len(c) == 2][:2] == [("soft-seed1", "soft"), ("soft-seed1", "hard")]
+    assert len(result["runs"]) == 6 and result["table"]["hard"]["train_return"]["mean"] == pytest.approx(1.05)
+    assert result["runs"][0]["mujoco"]["lin_vel_error"] == pytest.approx(0.5)
 
 
 def test_study_trains_each_model_on_the_same_budget(tmp_path: Path):

@@ -6,7 +6,9 @@ the gradient-quality measurement (``evaluate.gradients``) runs for each contact 
 to ``DIR``: ``study.json``, ``study.md``, ``transfer.png``, ``gradients.png`` and ``runs/``.
 
 Training, evaluation and the gradient measurement are arguments of ``run_contact_study`` so
-the pipeline can be tested with stand-ins.
+the pipeline can be tested with stand-ins. A full study takes hours: ``--resume`` continues an
+interrupted one, keeping every finished training (its ``summary.json``) and evaluation
+(``eval-<sim>/summary.json``) and resuming an unfinished training from its checkpoint.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ BUDGETS: dict[str, StudyBudget] = {
     "full": StudyBudget(shac={}, gradients=GradientSettings()),
 }
 
-TrainFn = Callable[[Any], tuple]  # TrainConfig -> (make_policy, params, history)
+TrainFn = Callable[..., tuple]  # (TrainConfig, resume=bool) -> (make_policy, params, history)
 EvaluateFn = Callable[[Path, str, tuple], dict]  # (run folder, sim, scenarios) -> evaluation summary
 GradientFn = Callable[[Sequence[str], GradientSettings], dict]
 
@@ -98,8 +100,11 @@ def run_contact_study(
     train_fn: TrainFn | None = None,
     evaluate_fn: EvaluateFn = evaluate_and_report,
     gradient_fn: GradientFn = measure_gradients,
+    resume: bool = False,
 ) -> dict:
-    """Train, evaluate, measure gradients; write the study files and return ``study.json``'s content."""
+    """Train, evaluate, measure gradients; write the study files and return ``study.json``'s content.
+
+    With ``resume``, finished trainings and evaluations in ``out`` are reused, not repeated."""
     if train_fn is None:
         from smoothloco.train.runner import train as train_fn
     out.mkdir(parents=True, exist_ok=True)
@@ -109,12 +114,12 @@ def run_contact_study(
         for seed in range(budget.seeds):
             config = train_config(model, seed, budget, out / "runs")
             tic = time.perf_counter()
-            history = train_fn(config)[2]
             run_dir = Path(config.run.out)
-            row = {"model": model, "seed": seed, "run": str(run_dir), "train_return": _final(history, "eval/episode_return")}
-            row["env_steps"] = _final(history, "env_steps")
+            row = {"model": model, "seed": seed, "run": str(run_dir), **_trained(run_dir, config, train_fn, resume)}
             for sim in dict.fromkeys((model, *EVAL_SIMS)):
-                row[sim] = {k: v for k, v in evaluate_fn(run_dir, sim, scenarios).items() if k != "scenarios"}
+                evaluation = _saved(run_dir / f"eval-{sim}" / "summary.json", resume)
+                evaluation = evaluation or evaluate_fn(run_dir, sim, scenarios)
+                row[sim] = {k: v for k, v in evaluation.items() if k not in ("scenarios", "sim")}
             row["seconds"] = time.perf_counter() - tic
             runs.append(row)
             print(f"study: {model} seed {seed} done in {row['seconds']:.0f} s", flush=True)
@@ -137,6 +142,22 @@ def run_contact_study(
     plot_transfer(study["table"], out / "transfer.png")
     plot_gradients(gradients, out / "gradients.png")
     return study
+
+
+def _saved(path: Path, resume: bool) -> dict | None:
+    return json.loads(path.read_text()) if resume and path.exists() else None
+
+
+def _trained(run_dir: Path, config, train_fn: TrainFn, resume: bool) -> dict[str, float]:
+    """Train (or, resuming, reuse or continue) one run; its final return and environment steps."""
+    summary = _saved(run_dir / "summary.json", resume)
+    if summary is None:
+        from smoothloco.train.checkpoint import CHECKPOINT_NAME
+
+        history = train_fn(config, resume=resume and (run_dir / CHECKPOINT_NAME).exists())[2]
+        return {"train_return": _final(history, "eval/episode_return"), "env_steps": _final(history, "env_steps")}
+    print(f"study: reusing the finished training in {run_dir}", flush=True)
+    return {"train_return": float(summary["episode_return"]), "env_steps": float(summary["env_steps"])}
 
 
 def _final(history: list[dict], key: str) -> float:
@@ -306,6 +327,12 @@ def add_parser(sub) -> None:
         "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: a few hours"
     )
     parser.add_argument("--seeds", type=_positive, help="seeds per contact model (default 2)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted study in --out with the same --budget and --seeds: finished trainings and "
+        "evaluations are kept, an unfinished training continues from its checkpoint",
+    )
     parser.set_defaults(func=run_study)
 
 
@@ -321,13 +348,16 @@ def _positive(text: str) -> int:
 
 def run_study(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    if (out / "study.json").exists() or (out / "runs").exists():
-        print(f"error: {out} already holds a study; choose another --out", file=sys.stderr)
+    if args.resume and not (out / "runs").exists():
+        print(f"error: {out} holds no study to resume (no {out / 'runs'})", file=sys.stderr)
+        return 2
+    if not args.resume and ((out / "study.json").exists() or (out / "runs").exists()):
+        print(f"error: {out} already holds a study; continue it with --resume or choose another --out", file=sys.stderr)
         return 2
     budget = BUDGETS[args.budget]
     if args.seeds:
         budget = replace(budget, seeds=args.seeds)
-    run_contact_study(out, budget)
+    run_contact_study(out, budget, resume=args.resume)
     print((out / "study.md").read_text().split("\n## ")[0])
     print(f"wrote {out / 'study.json'}, {out / 'study.md'}, figures and runs/ in {out}")
     return 0
