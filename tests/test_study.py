@@ -92,7 +92,9 @@ def test_interrupted_study_resumes_without_repeating_finished_work(tmp_path: Pat
         return fake_evaluate(run_dir, sim, scenarios)
 
     with pytest.raises(KeyboardInterrupt):
-        study.run_contact_study(out, budget, train_fn=interrupted_train, evaluate_fn=fake_evaluate, gradient_fn=fake_gradients)
+        study.run_contact_study(
+            out, budget, train_fn=interrupted_train, evaluate_fn=fake_evaluate, gradient_fn=fake_gradients
+        )
     args = build_parser().parse_args(["study", "contact", "--out", str(out), "--seeds", "2"])
     assert args.func(args) == 2  # not without --resume
     result = study.run_contact_study(
