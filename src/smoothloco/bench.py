@@ -41,6 +41,27 @@ def _time(fn: Callable[[], object], steps: int, repeats: int) -> Timing:
     return Timing(steps * repeats / wall, compile_s, cpu / wall)
 
 
+def _time_side_by_side(
+    forward: Callable[[], object], forward_steps: int, grad: Callable[[], object], grad_steps: int, rounds: int
+) -> tuple[Timing, Timing, float]:
+    """Forward and gradient timed in alternating rounds; medians of the rates and of each
+    round's gradient/forward ratio. The machine's speed drifts by tens of percent over a
+    minute (shared cores, clocks), so rates timed minutes apart give a misleading ratio."""
+    timings = [_time(forward, forward_steps, 1), _time(grad, grad_steps, 1)]  # compiles
+    compile_s = [t.compile_s for t in timings]
+    rounds_timed = [[_time(fn, n, 1) for fn, n in ((forward, forward_steps), (grad, grad_steps))] for _ in range(rounds)]
+    median = [
+        Timing(
+            float(np.median([r[i].steps_per_s for r in rounds_timed])),
+            compile_s[i],
+            float(np.median([r[i].cpu_over_wall for r in rounds_timed])),
+        )
+        for i in range(2)
+    ]
+    ratio = float(np.median([g.steps_per_s / f.steps_per_s for f, g in rounds_timed]))
+    return median[0], median[1], ratio
+
+
 def perturbed_states(robot: RobotSpec, batch: int, seed: int = 0) -> SimState:
     """Standing states with random base and joint velocities, so feet make and break contact."""
     base = initial_state(robot)
@@ -63,7 +84,7 @@ def pd_servo_model(robot: RobotSpec) -> mujoco.MjModel:
     return model
 
 
-def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int = 3, sharpness: float = 200.0) -> dict:
+def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int = 5, sharpness: float = 200.0) -> dict:
     """Our step per contact model (forward and forward+gradient), ``mjx.step`` and MuJoCo (C)."""
     robot = anymal_c()
     states = shard_batch(perturbed_states(robot, batch))
@@ -75,7 +96,6 @@ def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int
         sim = make_sim(robot, model)
         targets = jnp.tile(pose, (steps, 1))
         forward = jax.jit(jax.vmap(lambda s: rollout(sim, s, targets, sharpness)[0]))
-        timings[f"{model}_forward"] = _time(lambda: forward(states), batch * steps, repeats)
 
         def window_loss(offsets: jax.Array, s: SimState) -> jax.Array:
             final, _ = rollout(sim, s, pose + offsets, sharpness)
@@ -83,7 +103,9 @@ def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int
 
         grad = jax.jit(jax.vmap(jax.grad(window_loss)))
         offsets = shard_batch(jnp.zeros((batch, window, pose.shape[0])))
-        timings[f"{model}_grad"] = _time(lambda: grad(offsets, states), batch * window, repeats)
+        timings[f"{model}_forward"], timings[f"{model}_grad"], results[f"{model}_grad_over_forward"] = _time_side_by_side(
+            lambda: forward(states), batch * steps, lambda: grad(offsets, states), batch * window, repeats
+        )
 
     timings["mjx_step"] = _bench_mjx_step(robot, states, steps, repeats)
     timings["mujoco_c"] = _bench_mujoco_c(robot, states, steps, repeats)
@@ -94,7 +116,6 @@ def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int
         results[f"{name}_cpu_over_wall"] = t.cpu_over_wall
     results["smooth_over_mjx_step"] = results["smooth_forward_steps_per_s"] / results["mjx_step_steps_per_s"]
     results["smooth_over_mujoco_c"] = results["smooth_forward_steps_per_s"] / results["mujoco_c_steps_per_s"]
-    results["smooth_grad_over_forward"] = results["smooth_grad_steps_per_s"] / results["smooth_forward_steps_per_s"]
     return results
 
 
@@ -152,7 +173,7 @@ SIM_ROWS = [
 ]
 
 
-def bench_task(batch: int = 256, steps: int = 50, window: int = 32, repeats: int = 3) -> dict:
+def bench_task(batch: int = 256, steps: int = 50, window: int = 32, repeats: int = 5) -> dict:
     """Control steps per second of the velocity task per contact model: forward with random
     actions, and forward + gradient of the window's summed reward with respect to the actions."""
     from brax.envs.wrappers import training
@@ -172,15 +193,14 @@ def bench_task(batch: int = 256, steps: int = 50, window: int = 32, repeats: int
 
             return jax.lax.scan(body, state, jnp.swapaxes(actions, 0, 1))[1].sum()
 
-        forward = jax.jit(run)
-        t = _time(lambda: forward(state, actions), batch * steps, repeats)
-        results[f"{model}_forward_control_steps_per_s"] = t.steps_per_s
-        results[f"{model}_forward_compile_s"], results[f"{model}_forward_cpu_over_wall"] = t.compile_s, t.cpu_over_wall
-        grad = jax.jit(jax.grad(run, argnums=1))
-        t = _time(lambda: grad(state, actions[:, :window]), batch * window, repeats)
-        results[f"{model}_grad_control_steps_per_s"] = t.steps_per_s
-        results[f"{model}_grad_compile_s"], results[f"{model}_grad_cpu_over_wall"] = t.compile_s, t.cpu_over_wall
-        results[f"{model}_grad_over_forward"] = t.steps_per_s / results[f"{model}_forward_control_steps_per_s"]
+        forward, grad = jax.jit(run), jax.jit(jax.grad(run, argnums=1))
+        timed = _time_side_by_side(
+            lambda: forward(state, actions), batch * steps, lambda: grad(state, actions[:, :window]), batch * window, repeats
+        )
+        for kind, t in zip(("forward", "grad"), timed[:2]):
+            results[f"{model}_{kind}_control_steps_per_s"] = t.steps_per_s
+            results[f"{model}_{kind}_compile_s"], results[f"{model}_{kind}_cpu_over_wall"] = t.compile_s, t.cpu_over_wall
+        results[f"{model}_grad_over_forward"] = timed[2]
     for key in [k for k in results if k.endswith("_control_steps_per_s")]:
         results[key.replace("_control_steps_per_s", "_steps_per_s")] = results[key]
     return results
