@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 from flax import struct
 
-from smoothloco.sim.rotation import quat_mul
+from smoothloco.sim.rotation import quat_mul, quat_to_mat
 
 
 @struct.dataclass
@@ -51,6 +51,14 @@ class Frames:
     xmat: jax.Array  # (nbody, 3, 3)
     dof_axis: jax.Array  # (nv, 3)
     dof_anchor: jax.Array  # (nv, 3) a point on each rotational dof's axis (unused for translations)
+
+    def point(self, bodies: np.ndarray, local: jax.Array) -> jax.Array:
+        """World positions (n, 3) of points given in the frames of ``bodies`` (n,)."""
+        return _body_points(self.xpos, self.xmat, bodies, local)
+
+
+def _body_points(xpos: jax.Array, xmat: jax.Array, bodies: np.ndarray, local: jax.Array) -> jax.Array:
+    return xpos[bodies] + jnp.einsum("bij,bj->bi", xmat[bodies], local)
 
 
 FREE_BODY = 1
@@ -97,17 +105,6 @@ def rigid_tree(model: mujoco.MjModel) -> RigidTree:
     )
 
 
-def quat_to_mat(quat: jax.Array) -> jax.Array:
-    """Rotation matrices of unit quaternions (w, x, y, z), shape (..., 3, 3)."""
-    w, x, y, z = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
-    rows = [
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ]
-    return jnp.stack([jnp.stack(r, axis=-1) for r in rows], axis=-2)
-
-
 def _axis_angle_to_mat(axis: jax.Array, angle: jax.Array) -> jax.Array:
     """Rodrigues' formula for unit ``axis`` (..., 3) and ``angle`` (...)."""
     k = jnp.cross(axis[..., None, :], -jnp.eye(3, dtype=axis.dtype))  # [axis]x, row by row
@@ -124,7 +121,7 @@ def frames(tree: RigidTree, q: jax.Array) -> Frames:
         ids = np.array(level)
         parents = np.array([tree.parent[b] for b in level])
         rot = xmat[parents] @ quat_to_mat(tree.body_quat[ids])
-        pos = xpos[parents] + jnp.einsum("bij,bj->bi", xmat[parents], tree.body_pos[ids])
+        pos = _body_points(xpos, xmat, parents, tree.body_pos[ids])
         # Rotate about the hinge axis through the hinge anchor (MuJoCo's hinge kinematics).
         anchor = pos + jnp.einsum("bij,bj->bi", rot, tree.hinge_pos[ids])
         rot = rot @ _axis_angle_to_mat(tree.hinge_axis[ids], q[np.array([tree.hinge_qpos[b] for b in level])])
@@ -132,7 +129,7 @@ def frames(tree: RigidTree, q: jax.Array) -> Frames:
         xpos, xmat = xpos.at[ids].set(pos), xmat.at[ids].set(rot)
     hinge_bodies = np.array(tree.dof_body[N_FREE_DOF:], int)
     hinge_axis = jnp.einsum("bij,bj->bi", xmat[hinge_bodies], tree.hinge_axis[hinge_bodies])
-    hinge_anchor = xpos[hinge_bodies] + jnp.einsum("bij,bj->bi", xmat[hinge_bodies], tree.hinge_pos[hinge_bodies])
+    hinge_anchor = _body_points(xpos, xmat, hinge_bodies, tree.hinge_pos[hinge_bodies])
     base_pos = jnp.broadcast_to(xpos[FREE_BODY], (3, 3))
     dof_axis = jnp.concatenate([jnp.eye(3, dtype=q.dtype), xmat[FREE_BODY].T, hinge_axis])
     dof_anchor = jnp.concatenate([base_pos, base_pos, hinge_anchor])
@@ -187,7 +184,7 @@ def dynamics(tree: RigidTree, q: jax.Array, v: jax.Array) -> Dynamics:
 
     def com_velocities(q: jax.Array):
         f = frames(tree, q)
-        com = f.xpos[bodies] + jnp.einsum("bij,bj->bi", f.xmat[bodies], tree.body_ipos[bodies])
+        com = f.point(bodies, tree.body_ipos[bodies])
         jac_lin, jac_ang = point_jacobians(tree, f, bodies, com)
         return (jac_lin @ v, jac_ang @ v), (f, jac_lin, jac_ang)
 

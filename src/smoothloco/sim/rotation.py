@@ -20,6 +20,17 @@ def quat_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     )
 
 
+def quat_to_mat(quat: jax.Array) -> jax.Array:
+    """Rotation matrices of unit quaternions (w, x, y, z), shape (..., 3, 3)."""
+    w, x, y, z = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
+    rows = [
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ]
+    return jnp.stack([jnp.stack(r, axis=-1) for r in rows], axis=-2)
+
+
 def quat_integrate(quat: jax.Array, omega_local: jax.Array, dt: jax.Array | float) -> jax.Array:
     """Rotate ``quat`` by the body-frame angular velocity ``omega_local`` over ``dt``."""
     half_angle_vec = 0.5 * dt * omega_local
