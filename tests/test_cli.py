@@ -44,3 +44,10 @@ def test_resume_of_missing_run_fails_without_creating_anything(tmp_path: Path, c
     assert main(["train", "--resume", str(target)]) == 2
     assert "no config.json" in capsys.readouterr().err
     assert not target.exists()
+
+
+@pytest.mark.parametrize("flag,value", [("--repeats", "0"), ("--batch", "-4"), ("--steps", "many")])
+def test_bench_counts_must_be_positive_whole_numbers(flag, value, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "sim", flag, value])
+    assert f"expected a whole number >= 1, got '{value}'" in capsys.readouterr().err

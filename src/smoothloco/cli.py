@@ -14,6 +14,17 @@ from pathlib import Path
 from smoothloco.parallel import request_host_devices
 
 
+def positive_int(text: str) -> int:
+    """argparse type for counts: a whole number >= 1, or a clear usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def _bench(args: argparse.Namespace) -> int:
     from smoothloco import bench
 
@@ -56,10 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "target", choices=["sim", "task", "dt"], help="what to measure (dt: hard-contact accuracy against the step size)"
     )
-    bench.add_argument("--batch", type=int, default=256, help="environments in the batch (default 256)")
-    bench.add_argument("--steps", type=int, default=100, help="steps per timed forward rollout (default 100)")
+    bench.add_argument("--batch", type=positive_int, default=256, help="environments in the batch (default 256)")
+    bench.add_argument("--steps", type=positive_int, default=100, help="steps per timed forward rollout (default 100)")
     bench.add_argument(
-        "--repeats", type=int, default=5, help="timed repetitions after the compiling call; forward and gradient alternate (default 5)"
+        "--repeats", type=positive_int, default=5, help="timed repetitions after the compiling call; forward and gradient alternate (default 5)"
     )
     bench.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     bench.set_defaults(func=_bench)

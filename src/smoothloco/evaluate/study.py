@@ -314,6 +314,8 @@ def plot_gradients(gradients: dict, path: Path) -> None:
 
 # -- command line ------------------------------------------------------------------------------
 def add_parser(sub) -> None:
+    from smoothloco.cli import positive_int
+
     parser = sub.add_parser(
         "study",
         help="the contact-model study: train SHAC with hard/soft/smooth, evaluate in hard and MuJoCo, gradient quality",
@@ -326,7 +328,7 @@ def add_parser(sub) -> None:
     parser.add_argument(
         "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: a few hours"
     )
-    parser.add_argument("--seeds", type=_positive, help="seeds per contact model (default 2)")
+    parser.add_argument("--seeds", type=positive_int, help="seeds per contact model (default 2)")
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -334,16 +336,6 @@ def add_parser(sub) -> None:
         "evaluations are kept, an unfinished training continues from its checkpoint",
     )
     parser.set_defaults(func=run_study)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def run_study(args: argparse.Namespace) -> int:

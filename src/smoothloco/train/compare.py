@@ -258,6 +258,8 @@ def _plot(path: Path, curves: dict[str, dict], threshold: float) -> None:
 
 
 def add_parser(sub) -> None:
+    from smoothloco.cli import positive_int
+
     parser = sub.add_parser(
         "compare",
         help="train SHAC and PPO on the same seeds and compare sample efficiency (figure + table)",
@@ -268,14 +270,8 @@ def add_parser(sub) -> None:
     parser.add_argument(
         "--budget", choices=sorted(BUDGETS), default="quick", help="quick: minutes; full: about an hour (default quick)"
     )
-    parser.add_argument("--seeds", type=_positive, metavar="N", help="seeds per algorithm (default: the budget's)")
+    parser.add_argument("--seeds", type=positive_int, metavar="N", help="seeds per algorithm (default: the budget's)")
     parser.set_defaults(func=run_compare)
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
 
 
 def run_compare(args: argparse.Namespace) -> int:
