@@ -12,6 +12,8 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from smoothloco.sim.linalg import inv3
+
 ContactModel = Literal["hard", "smooth", "soft"]
 CONTACT_MODELS: tuple[str, ...] = ("hard", "smooth", "soft")
 
@@ -101,7 +103,7 @@ def gauss_seidel(
     n = weight.shape[0]
     blocks = delassus.reshape(n, 3, n, 3).transpose(0, 2, 1, 3)  # [i, j] -> G_ij (3, 3)
     diag = blocks[jnp.arange(n), jnp.arange(n)]
-    diag_inv = jnp.linalg.inv(diag)
+    diag_inv = inv3(diag)
     velocity = free_velocity.reshape(n, 3)
     impulse = jax.vmap(_solve_foot, in_axes=(0, 0, 0, None))(diag, diag_inv, velocity, friction)
 

@@ -7,8 +7,8 @@ sparse trees, mocap bodies), and their reverse pass dominated both the cost and 
 time of SHAC's gradient window (issue 3). A quadruped is a 13-body tree of one free joint and
 hinges, so the whole computation fits in a few dense ``(bodies, 3, dofs)`` arrays: poses level
 by level down the tree, Jacobians from joint axes, ``M = Σ m JᵥᵀJᵥ + JωᵀIJω``, and the bias
-forces from the time derivative of the Jacobians (forward mode). Checked against MuJoCo (C)
-in ``tests/test_dynamics.py``.
+forces from the time derivative of the Jacobians. Checked against MuJoCo (C) in
+``tests/test_dynamics.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 from flax import struct
 
-from smoothloco.sim.rotation import quat_mul, quat_to_mat
+from smoothloco.sim.rotation import quat_to_mat
 
 
 @struct.dataclass
@@ -147,22 +147,21 @@ def _moves(tree: RigidTree) -> np.ndarray:
     return moves
 
 
+def _rotational(tree: RigidTree) -> np.ndarray:
+    """(nv,) whether each dof rotates; the free joint's three translations come first."""
+    return np.arange(len(tree.dof_body)) >= 3
+
+
 def point_jacobians(
     tree: RigidTree, f: Frames, bodies: np.ndarray, points: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """Linear (n, 3, nv) and angular (n, 3, nv) Jacobians of world ``points`` (n, 3) fixed to ``bodies``."""
     moves = jnp.asarray(_moves(tree)[np.asarray(bodies)], points.dtype)[:, None, :]
-    rotational = jnp.asarray(np.arange(len(tree.dof_body)) >= 3, points.dtype)  # free-joint translations first
+    rotational = jnp.asarray(_rotational(tree), points.dtype)
     lever = points[:, None, :] - f.dof_anchor[None]  # (n, nv, 3)
     linear = jnp.where(rotational[None, :, None] > 0, jnp.cross(f.dof_axis[None], lever), f.dof_axis[None])
     angular = rotational[None, :, None] * f.dof_axis[None]
     return moves * jnp.swapaxes(linear, 1, 2), moves * jnp.swapaxes(jnp.broadcast_to(angular, linear.shape), 1, 2)
-
-
-def _qdot(q: jax.Array, v: jax.Array) -> jax.Array:
-    """Time derivative of q: the quaternion turns with the body-frame angular velocity."""
-    omega = jnp.concatenate([jnp.zeros(1, v.dtype), v[3:6]])
-    return jnp.concatenate([v[:3], 0.5 * quat_mul(q[3:7], omega), v[N_FREE_DOF:]])
 
 
 @struct.dataclass
@@ -174,22 +173,41 @@ class Dynamics:
     bias: jax.Array  # (nv,) Coriolis, centrifugal and gravity forces: M v̇ + bias = τ
 
 
+def _velocity_product_accelerations(
+    tree: RigidTree, f: Frames, bodies: np.ndarray, com: jax.Array, lin_vel: jax.Array, ang_vel: jax.Array, v: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """J̇v at the centres of mass ``com`` of ``bodies``: their linear and angular accelerations
+    when every generalized acceleration is zero, each (n, 3).
+
+    A rotational dof k turns about a world axis a_k through an anchor o_k, both carried by the
+    body B(k) that the dof moves, so its Jacobian column at a point p is a_k × (p - o_k) and
+    d/dt [a_k × (p - o_k)] = (ω_B(k) × a_k) × (p - o_k) + a_k × (ṗ - ȯ_k).
+    Translational dofs (world-frame base velocity) have constant columns. Written out rather
+    than taken with ``jax.jvp`` of the Jacobians: the same numbers from fewer operations, to run
+    and to differentiate.
+    """
+    row = {int(b): i for i, b in enumerate(bodies)}
+    owner = np.array([row[b] for b in tree.dof_body])  # row of B(k) for each dof k
+    axis_rate = jnp.cross(ang_vel[owner], f.dof_axis)  # (nv, 3) ȧ_k
+    anchor_vel = lin_vel[owner] + jnp.cross(ang_vel[owner], f.dof_anchor - com[owner])  # (nv, 3) ȯ_k
+    column_rate = jnp.cross(axis_rate[None], com[:, None] - f.dof_anchor[None]) + jnp.cross(
+        f.dof_axis[None], lin_vel[:, None] - anchor_vel[None]
+    )  # (n, nv, 3) d/dt of each body's Jacobian column
+    rate_weight = jnp.asarray(_moves(tree)[bodies] & _rotational(tree), v.dtype) * v  # (n, nv)
+    return jnp.einsum("bk,bki->bi", rate_weight, column_rate), rate_weight @ axis_rate
+
+
 def dynamics(tree: RigidTree, q: jax.Array, v: jax.Array) -> Dynamics:
     """Mass matrix and bias forces at (q, v).
 
-    The bias is Σ_b Jᵥᵀ m (J̇ᵥ v - g) + Jωᵀ (I J̇ω v + ω × I ω) over the bodies' centres of mass;
-    J̇ v comes from differentiating the Jacobians along q̇ (one forward-mode pass).
+    The bias is Σ_b Jᵥᵀ m (J̇ᵥ v - g) + Jωᵀ (I J̇ω v + ω × I ω) over the bodies' centres of mass.
     """
     bodies = np.arange(1, len(tree.parent))
-
-    def com_velocities(q: jax.Array):
-        f = frames(tree, q)
-        com = f.point(bodies, tree.body_ipos[bodies])
-        jac_lin, jac_ang = point_jacobians(tree, f, bodies, com)
-        return (jac_lin @ v, jac_ang @ v), (f, jac_lin, jac_ang)
-
-    velocities, accelerations, (f, jac_lin, jac_ang) = jax.jvp(com_velocities, (q,), (_qdot(q, v),), has_aux=True)
-    (lin_vel, ang_vel), (lin_acc, ang_acc) = velocities, accelerations
+    f = frames(tree, q)
+    com = f.point(bodies, tree.body_ipos[bodies])
+    jac_lin, jac_ang = point_jacobians(tree, f, bodies, com)
+    lin_vel, ang_vel = jac_lin @ v, jac_ang @ v
+    lin_acc, ang_acc = _velocity_product_accelerations(tree, f, bodies, com, lin_vel, ang_vel, v)
     inertia_axes = f.xmat[bodies] @ quat_to_mat(tree.body_iquat[bodies])
     inertia = jnp.einsum("bij,bj,bkj->bik", inertia_axes, tree.body_inertia[bodies], inertia_axes)  # world frame
     mass = tree.body_mass[bodies]

@@ -19,6 +19,7 @@ from smoothloco.robot import RobotSpec
 from smoothloco.sim import terrain as terrain_lib
 from smoothloco.sim.contact import ContactConfig, contact_weights, gauss_seidel, penalty_impulses
 from smoothloco.sim.dynamics import Dynamics, RigidTree, dynamics, point_jacobians, rigid_tree
+from smoothloco.sim.linalg import spd_solve
 from smoothloco.sim.rotation import quat_integrate
 
 FREE_QPOS, FREE_DOF = 7, 6
@@ -166,10 +167,11 @@ def _step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Arr
     torque = pd_torque(sim, q_mid, state.v, joint_target)
     generalized_force = jnp.concatenate([jnp.zeros(FREE_DOF, torque.dtype), torque]) - dyn.bias
 
-    chol = jax.scipy.linalg.cho_factor(dyn.mass_matrix)
-    v_free = state.v + h * jax.scipy.linalg.cho_solve(chol, generalized_force)
     gap, jac = _foot_contacts(sim, dyn)
-    minv_jt = jax.scipy.linalg.cho_solve(chol, jac.T)
+    # One factorisation of M for both right-hand sides: the free acceleration and M⁻¹Jᵀ.
+    solved = spd_solve(dyn.mass_matrix, jnp.concatenate([generalized_force[:, None], jac.T], axis=1))
+    v_free = state.v + h * solved[:, 0]
+    minv_jt = solved[:, 1:]
     free_contact_velocity = jac @ v_free
 
     delassus = jac @ minv_jt
