@@ -29,10 +29,14 @@ class Timing:
     cpu_over_wall: float
 
 
-def _time(fn: Callable[[], object], steps: int, repeats: int) -> Timing:
+def _compile(fn: Callable[[], object]) -> float:
+    """Seconds of the first call, which compiles."""
     start = time.perf_counter()
     jax.block_until_ready(fn())
-    compile_s = time.perf_counter() - start
+    return time.perf_counter() - start
+
+
+def _measure(fn: Callable[[], object], steps: int, repeats: int, compile_s: float) -> Timing:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(repeats):
         jax.block_until_ready(fn())
@@ -41,19 +45,22 @@ def _time(fn: Callable[[], object], steps: int, repeats: int) -> Timing:
     return Timing(steps * repeats / wall, compile_s, cpu / wall)
 
 
+def _time(fn: Callable[[], object], steps: int, repeats: int) -> Timing:
+    return _measure(fn, steps, repeats, _compile(fn))
+
+
 def _time_side_by_side(
     forward: Callable[[], object], forward_steps: int, grad: Callable[[], object], grad_steps: int, rounds: int
 ) -> tuple[Timing, Timing, float]:
     """Forward and gradient timed in alternating rounds; medians of the rates and of each
     round's gradient/forward ratio. The machine's speed drifts by tens of percent over a
     minute (shared cores, clocks), so rates timed minutes apart give a misleading ratio."""
-    timings = [_time(forward, forward_steps, 1), _time(grad, grad_steps, 1)]  # compiles
-    compile_s = [t.compile_s for t in timings]
-    rounds_timed = [[_time(fn, n, 1) for fn, n in ((forward, forward_steps), (grad, grad_steps))] for _ in range(rounds)]
+    programs = ((forward, forward_steps, _compile(forward)), (grad, grad_steps, _compile(grad)))
+    rounds_timed = [[_measure(fn, n, 1, compile_s) for fn, n, compile_s in programs] for _ in range(rounds)]
     median = [
         Timing(
             float(np.median([r[i].steps_per_s for r in rounds_timed])),
-            compile_s[i],
+            programs[i][2],
             float(np.median([r[i].cpu_over_wall for r in rounds_timed])),
         )
         for i in range(2)
