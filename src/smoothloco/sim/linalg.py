@@ -13,32 +13,25 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
 
-@jax.custom_vjp
+@jax.custom_jvp
 def spd_solve(matrix: jax.Array, rhs: jax.Array) -> jax.Array:
     """``matrix⁻¹ rhs`` for a symmetric positive-definite ``matrix`` (n, n) and ``rhs`` (n, k).
 
-    The reverse pass reuses the forward Cholesky factor: rhs̄ = matrix⁻¹ x̄ and
-    matrix̄ = -sym(rhs̄ xᵀ), one more pair of triangular solves, where JAX's own rules would
-    differentiate the factorisation itself. Only a symmetric ``matrix`` is meaningful (the
-    factorisation reads its lower triangle), so the matrix cotangent is symmetric too.
+    The derivative reuses the forward Cholesky factor, d(matrix⁻¹ rhs) = matrix⁻¹ (d rhs -
+    d matrix · x), and JAX transposes that into the reverse pass (rhs̄ = matrix⁻¹ x̄,
+    matrix̄ = -rhs̄ xᵀ): one more pair of triangular solves, where JAX's own rules would also
+    differentiate the factorisation. Only symmetric matrices and perturbations are meaningful
+    (the factorisation reads one triangle).
     """
     return cho_solve(cho_factor(matrix), rhs)
 
 
-def _spd_solve_forward(matrix: jax.Array, rhs: jax.Array) -> tuple[jax.Array, tuple]:
+@spd_solve.defjvp
+def _spd_solve_jvp(primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.Array]:
+    (matrix, rhs), (matrix_dot, rhs_dot) = primals, tangents
     factor = cho_factor(matrix)
     solution = cho_solve(factor, rhs)
-    return solution, (factor, solution)
-
-
-def _spd_solve_backward(residuals: tuple, solution_bar: jax.Array) -> tuple[jax.Array, jax.Array]:
-    factor, solution = residuals
-    rhs_bar = cho_solve(factor, solution_bar)
-    outer = rhs_bar @ solution.T
-    return -0.5 * (outer + outer.T), rhs_bar
-
-
-spd_solve.defvjp(_spd_solve_forward, _spd_solve_backward)
+    return solution, cho_solve(factor, rhs_dot - matrix_dot @ solution)
 
 
 def inv3(matrix: jax.Array) -> jax.Array:
