@@ -1,0 +1,13 @@
+"""The persistent compilation cache is split by host CPU, so no machine loads another's code."""
+
+from pathlib import Path
+
+from smoothloco.train import runner
+
+
+def test_each_host_cpu_gets_its_own_cache_folder(monkeypatch, tmp_path: Path):
+    here = runner.host_compile_cache(str(tmp_path))
+    assert here.parent == tmp_path
+    assert runner.host_compile_cache(str(tmp_path)) == here  # stable across calls
+    monkeypatch.setattr(runner, "_cpu_description", lambda: "model name\t: another CPU\nflags\t\t: fpu sse2")
+    assert runner.host_compile_cache(str(tmp_path)) != here
