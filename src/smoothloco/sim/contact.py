@@ -7,15 +7,18 @@ contact-frame impulses (normal, tangent1, tangent2 per foot) for one time step.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from smoothloco.sim.linalg import inv3
 
 ContactModel = Literal["hard", "smooth", "soft"]
 CONTACT_MODELS: tuple[str, ...] = ("hard", "smooth", "soft")
+CONTACT_IMPULSE = "contact_impulse"  # checkpoint name of the solver's solution
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,81 @@ def _solve_foot(block: jax.Array, block_inv: jax.Array, residual: jax.Array, fri
     return jnp.where(sticking, stick, slide)
 
 
+def _blocks(delassus: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
+    """The Delassus matrix as (n, n, 3, 3) foot-pair blocks G_ij, and its (n, 3, 3) diagonal."""
+    blocks = delassus.reshape(n, 3, n, 3).transpose(0, 2, 1, 3)
+    return blocks, blocks[jnp.arange(n), jnp.arange(n)]
+
+
+def _foot_residuals(
+    impulse: jax.Array, delassus: jax.Array, free_velocity: jax.Array, weight: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Blocks G_ij, diagonal blocks G_ii, and the (n, 3) velocity each foot has when the other
+    feet apply their weighted impulses."""
+    n = weight.shape[0]
+    blocks, diag = _blocks(delassus, n)
+    applied = weight[:, None] * impulse
+    others = jnp.einsum("ijab,jb->ia", blocks, applied) - jnp.einsum("iab,ib->ia", diag, applied)
+    return blocks, diag, free_velocity.reshape(n, 3) + others
+
+
+_solve_feet = jax.vmap(_solve_foot, in_axes=(0, 0, 0, None))
+
+
+def _fixed_point_map(
+    impulse: jax.Array, delassus: jax.Array, free_velocity: jax.Array, weight: jax.Array, friction: jax.Array
+) -> jax.Array:
+    """Every foot's own solution given the others' (weighted) impulses: one Jacobi sweep. A
+    converged Gauss-Seidel solution is its fixed point."""
+    _, diag, residual = _foot_residuals(impulse, delassus, free_velocity, weight)
+    return _solve_feet(diag, inv3(diag), residual, friction)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(4,))
+def _unweighted_impulses(
+    delassus: jax.Array, free_velocity: jax.Array, weight: jax.Array, friction: jax.Array, iterations: int
+) -> jax.Array:
+    """(n, 3) impulse that would stop each foot given the others', by Gauss-Seidel sweeps."""
+    n = weight.shape[0]
+    blocks, diag = _blocks(delassus, n)
+    diag_inv = inv3(diag)
+    velocity = free_velocity.reshape(n, 3)
+
+    def solve_foot(i: jax.Array, impulse: jax.Array) -> jax.Array:
+        applied = weight[:, None] * impulse
+        others = jnp.einsum("jab,jb->a", blocks[i], applied) - diag[i] @ applied[i]
+        return impulse.at[i].set(_solve_foot(diag[i], diag_inv[i], velocity[i] + others, friction))
+
+    # Feet in sequence (Gauss-Seidel), sweeps repeated a fixed number of times; one loop body
+    # keeps the compiled program small.
+    impulse = _solve_feet(diag, diag_inv, velocity, friction)
+    return jax.lax.fori_loop(0, iterations * n, lambda k, p: solve_foot(k % n, p), impulse)
+
+
+@_unweighted_impulses.defjvp
+def _implicit_tangent(iterations: int, primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.Array]:
+    """Derivative of the solution p = Φ(p, θ) by the implicit function theorem:
+    (I - ∂Φ/∂p) ṗ = ∂Φ/∂θ θ̇, one 3n x 3n linear solve instead of differentiating every sweep.
+
+    It is exact for a converged solve and ignores the remaining error of a truncated one; in
+    exchange a gradient needs only the solution (saved under ``CONTACT_IMPULSE``), not the
+    intermediates of every sweep. ∂Φ/∂p is block-sparse: foot i's 3x3 solver Jacobian times its
+    coupling G_ij w_j to foot j ≠ i.
+    """
+    delassus, free_velocity, weight, friction = primals
+    impulse = checkpoint_name(_unweighted_impulses(*primals, iterations), CONTACT_IMPULSE)
+    explicit = jax.jvp(lambda *theta: _fixed_point_map(impulse, *theta), primals, tangents)[1]
+    n = weight.shape[0]
+    blocks, diag, residual = _foot_residuals(impulse, delassus, free_velocity, weight)
+    foot_jacobian = jax.vmap(jax.jacfwd(_solve_foot, argnums=2), in_axes=(0, 0, 0, None))(
+        diag, inv3(diag), residual, friction
+    )  # (n, 3, 3) ∂Φ_i/∂r_i
+    coupling = blocks * (weight[None, :] * (1.0 - jnp.eye(n, dtype=weight.dtype)))[..., None, None]
+    sensitivity = jnp.einsum("iab,ijbc->iajc", foot_jacobian, coupling).reshape(3 * n, 3 * n)
+    system = jnp.eye(3 * n, dtype=impulse.dtype) - sensitivity
+    return impulse, jnp.linalg.solve(system, explicit.reshape(-1)).reshape(n, 3)
+
+
 def gauss_seidel(
     delassus: jax.Array, free_velocity: jax.Array, weight: jax.Array, friction: jax.Array, iterations: int
 ) -> jax.Array:
@@ -90,7 +168,7 @@ def gauss_seidel(
 
     Each foot solves its own block given the other feet's weighted impulses; the applied
     impulse is the weighted one, so a foot with weight w_i pushes back with w_i times the
-    impulse that would stop it.
+    impulse that would stop it. Derivatives are implicit (see ``_implicit_tangent``).
 
     Args:
       delassus: (n*3, n*3) contact-space inverse inertia J M^-1 J^T.
@@ -100,22 +178,9 @@ def gauss_seidel(
     Returns:
       (n, 3) applied impulses in each foot's contact frame.
     """
-    n = weight.shape[0]
-    blocks = delassus.reshape(n, 3, n, 3).transpose(0, 2, 1, 3)  # [i, j] -> G_ij (3, 3)
-    diag = blocks[jnp.arange(n), jnp.arange(n)]
-    diag_inv = inv3(diag)
-    velocity = free_velocity.reshape(n, 3)
-    impulse = jax.vmap(_solve_foot, in_axes=(0, 0, 0, None))(diag, diag_inv, velocity, friction)
-
-    def solve_foot(i: jax.Array, impulse: jax.Array) -> jax.Array:
-        applied = weight[:, None] * impulse
-        others = jnp.einsum("jab,jb->a", blocks[i], applied) - diag[i] @ applied[i]
-        return impulse.at[i].set(_solve_foot(diag[i], diag_inv[i], velocity[i] + others, friction))
-
-    # Feet in sequence (Gauss-Seidel), sweeps repeated a fixed number of times; one loop body
-    # keeps the compiled program, and so the compile time of gradients, small.
-    impulse = jax.lax.fori_loop(0, iterations * n, lambda k, p: solve_foot(k % n, p), impulse)
-    return weight[:, None] * impulse
+    delassus, free_velocity, weight = jnp.asarray(delassus), jnp.asarray(free_velocity), jnp.asarray(weight)
+    friction = jnp.asarray(friction, delassus.dtype)
+    return weight[:, None] * _unweighted_impulses(delassus, free_velocity, weight, friction, iterations)
 
 
 def penalty_impulses(

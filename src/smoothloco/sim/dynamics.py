@@ -19,7 +19,7 @@ import mujoco
 import numpy as np
 from flax import struct
 
-from smoothloco.sim.rotation import quat_to_mat
+from smoothloco.sim.rotation import quat_to_mat, skew
 
 
 @struct.dataclass
@@ -107,7 +107,7 @@ def rigid_tree(model: mujoco.MjModel) -> RigidTree:
 
 def _axis_angle_to_mat(axis: jax.Array, angle: jax.Array) -> jax.Array:
     """Rodrigues' formula for unit ``axis`` (..., 3) and ``angle`` (...)."""
-    k = jnp.cross(axis[..., None, :], -jnp.eye(3, dtype=axis.dtype))  # [axis]x, row by row
+    k = skew(axis)
     s, c = jnp.sin(angle)[..., None, None], jnp.cos(angle)[..., None, None]
     return jnp.eye(3, dtype=axis.dtype) + s * k + (1 - c) * (k @ k)
 
@@ -152,16 +152,32 @@ def _rotational(tree: RigidTree) -> np.ndarray:
     return np.arange(len(tree.dof_body)) >= 3
 
 
+def _column_moments(tree: RigidTree, f: Frames, origin: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Each dof's motion as a Plücker pair about ``origin``: rotation axis ω_k (zero for a
+    translation) and moment μ_k, so that a point p (relative to ``origin``) fixed to a body the
+    dof moves gets velocity ω_k × p + μ_k per unit dof velocity. For a rotation about a_k through
+    o_k that is a_k × (p - o_k), so μ_k = o_k × a_k; for a translation along a_k, μ_k = a_k."""
+    rotational = jnp.asarray(_rotational(tree), origin.dtype)[:, None]
+    axis = rotational * f.dof_axis
+    moment = jnp.where(rotational > 0, jnp.cross(f.dof_anchor - origin, f.dof_axis), f.dof_axis)
+    return axis, moment
+
+
 def point_jacobians(
     tree: RigidTree, f: Frames, bodies: np.ndarray, points: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-    """Linear (n, 3, nv) and angular (n, 3, nv) Jacobians of world ``points`` (n, 3) fixed to ``bodies``."""
+    """Linear (n, 3, nv) and angular (n, 3, nv) Jacobians of world ``points`` (n, 3) fixed to ``bodies``.
+
+    Column k at p is ω_k × p + μ_k (``_column_moments``), computed as one product with the skew
+    matrices [ω_k]× instead of a cross product per (point, dof) pair: same numbers, and a much
+    cheaper reverse pass. Positions are taken relative to the base, so nothing large cancels
+    when the robot is far from the world origin.
+    """
+    origin = f.xpos[FREE_BODY]
+    axis, moment = _column_moments(tree, f, origin)
     moves = jnp.asarray(_moves(tree)[np.asarray(bodies)], points.dtype)[:, None, :]
-    rotational = jnp.asarray(_rotational(tree), points.dtype)
-    lever = points[:, None, :] - f.dof_anchor[None]  # (n, nv, 3)
-    linear = jnp.where(rotational[None, :, None] > 0, jnp.cross(f.dof_axis[None], lever), f.dof_axis[None])
-    angular = rotational[None, :, None] * f.dof_axis[None]
-    return moves * jnp.swapaxes(linear, 1, 2), moves * jnp.swapaxes(jnp.broadcast_to(angular, linear.shape), 1, 2)
+    linear = jnp.einsum("kij,nj->nik", skew(axis), points - origin) + moment.T
+    return moves * linear, moves * jnp.broadcast_to(axis.T, linear.shape)
 
 
 @struct.dataclass
@@ -179,22 +195,23 @@ def _velocity_product_accelerations(
     """J̇v at the centres of mass ``com`` of ``bodies``: their linear and angular accelerations
     when every generalized acceleration is zero, each (n, 3).
 
-    A rotational dof k turns about a world axis a_k through an anchor o_k, both carried by the
-    body B(k) that the dof moves, so its Jacobian column at a point p is a_k × (p - o_k) and
-    d/dt [a_k × (p - o_k)] = (ω_B(k) × a_k) × (p - o_k) + a_k × (ṗ - ȯ_k).
-    Translational dofs (world-frame base velocity) have constant columns. Written out rather
-    than taken with ``jax.jvp`` of the Jacobians: the same numbers from fewer operations, to run
-    and to differentiate.
+    With Jacobian columns ω_k × p + μ_k (``_column_moments``), a body's point p gets
+    Σ_k v_k (ω̇_k × p + ω_k × ṗ + μ̇_k) = α × p + ω × ṗ + Σ_k v_k μ̇_k, where α = Σ_k v_k ω̇_k and
+    ω = Σ_k v_k ω_k is the body's angular velocity. A rotational dof's axis a_k and anchor o_k
+    are carried by the body B(k) it moves: ȧ_k = ω_B(k) × a_k, ȯ_k = velocity of B(k) at o_k,
+    μ̇_k = ȯ_k × a_k + o_k × ȧ_k. Translational dofs (world-frame base velocity) have constant
+    columns. Everything is (bodies or dofs, 3): no per-(body, dof) cross products.
     """
+    origin = f.xpos[FREE_BODY]  # positions relative to the base, as in ``point_jacobians``
+    com, anchor = com - origin, f.dof_anchor - origin
     row = {int(b): i for i, b in enumerate(bodies)}
     owner = np.array([row[b] for b in tree.dof_body])  # row of B(k) for each dof k
     axis_rate = jnp.cross(ang_vel[owner], f.dof_axis)  # (nv, 3) ȧ_k
-    anchor_vel = lin_vel[owner] + jnp.cross(ang_vel[owner], f.dof_anchor - com[owner])  # (nv, 3) ȯ_k
-    column_rate = jnp.cross(axis_rate[None], com[:, None] - f.dof_anchor[None]) + jnp.cross(
-        f.dof_axis[None], lin_vel[:, None] - anchor_vel[None]
-    )  # (n, nv, 3) d/dt of each body's Jacobian column
+    anchor_vel = lin_vel[owner] + jnp.cross(ang_vel[owner], anchor - com[owner])  # (nv, 3) ȯ_k
+    moment_rate = jnp.cross(anchor_vel, f.dof_axis) + jnp.cross(anchor, axis_rate)  # (nv, 3) μ̇_k
     rate_weight = jnp.asarray(_moves(tree)[bodies] & _rotational(tree), v.dtype) * v  # (n, nv)
-    return jnp.einsum("bk,bki->bi", rate_weight, column_rate), rate_weight @ axis_rate
+    ang_acc = rate_weight @ axis_rate
+    return jnp.cross(ang_acc, com) + jnp.cross(ang_vel, lin_vel) + rate_weight @ moment_rate, ang_acc
 
 
 def dynamics(tree: RigidTree, q: jax.Array, v: jax.Array) -> Dynamics:

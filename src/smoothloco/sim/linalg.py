@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 from jax.scipy.linalg import cho_factor, cho_solve
+
+# Checkpoint names of the residuals a derivative of ``spd_solve`` needs, so that a
+# ``jax.checkpoint`` policy can keep them rather than refactorize during the backward pass.
+SPD_FACTOR = "spd_factor"
+SPD_SOLUTION = "spd_solution"
 
 
 @jax.custom_jvp
@@ -29,9 +35,10 @@ def spd_solve(matrix: jax.Array, rhs: jax.Array) -> jax.Array:
 @spd_solve.defjvp
 def _spd_solve_jvp(primals: tuple, tangents: tuple) -> tuple[jax.Array, jax.Array]:
     (matrix, rhs), (matrix_dot, rhs_dot) = primals, tangents
-    factor = cho_factor(matrix)
-    solution = cho_solve(factor, rhs)
-    return solution, cho_solve(factor, rhs_dot - matrix_dot @ solution)
+    factor, lower = cho_factor(matrix)
+    factor = checkpoint_name(factor, SPD_FACTOR)
+    solution = checkpoint_name(cho_solve((factor, lower), rhs), SPD_SOLUTION)
+    return solution, cho_solve((factor, lower), rhs_dot - matrix_dot @ solution)
 
 
 def inv3(matrix: jax.Array) -> jax.Array:

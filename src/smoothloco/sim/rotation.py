@@ -20,6 +20,14 @@ def quat_mul(a: jax.Array, b: jax.Array) -> jax.Array:
     )
 
 
+def skew(vec: jax.Array) -> jax.Array:
+    """Cross-product matrices (..., 3, 3) of ``vec`` (..., 3): ``skew(a) @ b == a × b``."""
+    x, y, z = vec[..., 0], vec[..., 1], vec[..., 2]
+    zero = jnp.zeros_like(x)
+    rows = [[zero, -z, y], [z, zero, -x], [-y, x, zero]]
+    return jnp.stack([jnp.stack(r, axis=-1) for r in rows], axis=-2)
+
+
 def quat_to_mat(quat: jax.Array) -> jax.Array:
     """Rotation matrices of unit quaternions (w, x, y, z), shape (..., 3, 3)."""
     w, x, y, z = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
