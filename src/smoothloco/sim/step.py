@@ -161,7 +161,8 @@ def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Arra
 # half the peak memory. Three small results are kept instead of recomputed, because they are
 # the expensive ones to redo: the Cholesky factor of M, M⁻¹[τ - bias, Jᵀ] (~0.5k floats per
 # step and environment), and the contact solution, whose implicit derivative then needs none
-# of the solver's sweeps. Forward-only runs are unaffected: the checkpoint only changes how a
+# of the solver's sweeps (with the Plücker-form Jacobians of ``dynamics``: gradient/forward 0.19 -> 0.27 in
+# ``smoothloco bench sim``). Forward-only runs are unaffected: the checkpoint only changes how a
 # derivative is computed.
 _KEPT_FOR_REVERSE = jax.checkpoint_policies.save_only_these_names(SPD_FACTOR, SPD_SOLUTION, CONTACT_IMPULSE)
 
