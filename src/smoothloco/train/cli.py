@@ -37,7 +37,7 @@ HELP = {
     "run.out": "run folder (config, metrics, checkpoints, plots, summary)",
     "run.checkpoint_every": "iterations between checkpoints",
     "run.eval_every": "iterations between evaluations on the fixed command grid (0 = only at the end)",
-    "run.compile_cache": "persistent compilation cache; each host CPU gets its own folder inside",
+    "run.compile_cache": "persistent compilation cache; each host CPU gets its own folder inside (empty: no cache)",
 }
 
 

@@ -200,12 +200,15 @@ def _cpu_description() -> str:
     return f"{platform.processor()} {platform.machine()}"
 
 
-def host_compile_cache(root: str) -> Path:
-    """A folder of ``root`` for this host's CPU. XLA:CPU compiles for the host's instruction set,
-    and JAX's cache key does not include it, so one cache shared by different machines (a network
-    home, a copied repository) could hand a machine code for a CPU it does not have."""
+def host_compile_cache(root: str) -> str:
+    """A folder of ``root`` for this host's CPU; an empty ``root`` (no cache) stays empty.
+    XLA:CPU compiles for the host's instruction set, and JAX's cache key does not include it, so
+    one cache shared by different machines (a network home, a copied repository) could hand a
+    machine code for a CPU it does not have."""
+    if not root:
+        return ""
     digest = hashlib.sha256(_cpu_description().encode()).hexdigest()[:12]
-    return Path(root) / f"{platform.machine()}-{digest}"
+    return str(Path(root) / f"{platform.machine()}-{digest}")
 
 
 def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | None = None):
@@ -215,7 +218,7 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
         raise ValueError(f"{run_dir}: only SHAC runs resume; Brax's PPO restarts its optimizer and environments")
     if not resume and ckpt_path.exists():
         raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or choose another --out")
-    jax.config.update("jax_compilation_cache_dir", str(host_compile_cache(config.run.compile_cache)))
+    jax.config.update("jax_compilation_cache_dir", host_compile_cache(config.run.compile_cache))
     if not resume:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
