@@ -7,8 +7,9 @@ to ``DIR``: ``study.json``, ``study.md``, ``transfer.png``, ``gradients.png`` an
 
 Training, evaluation and the gradient measurement are arguments of ``run_contact_study`` so
 the pipeline can be tested with stand-ins. A full study takes about an hour on 2 CPU cores:
-``--resume`` continues an interrupted one, keeping every finished training (its ``summary.json``) and evaluation
-(``eval-<sim>/summary.json``) and resuming an unfinished training from its checkpoint.
+``--resume`` continues an interrupted one, keeping every finished training (its
+``summary.json``) and evaluation (``eval-<sim>/summary.json``) and resuming an unfinished
+training from its checkpoint.
 """
 
 from __future__ import annotations

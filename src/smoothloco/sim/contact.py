@@ -208,7 +208,7 @@ def penalty_impulses(
     normal_velocity = velocity[:, 0]
     force_n = -config.soft_stiffness * gap - config.soft_damping * jnp.minimum(normal_velocity, 0.0)
     impulse_n = dt * jnp.where(gap < 0.0, jnp.maximum(force_n, 0.0), 0.0)
-    blocks = delassus.reshape(n, 3, n, 3)[jnp.arange(n), :, jnp.arange(n), :]  # (n, 3, 3) diagonal blocks
+    _, blocks = _blocks(delassus, n)  # (n, 3, 3) diagonal blocks
     tangent_velocity = free_velocity.reshape(n, 3)[:, 1:] + blocks[:, 1:, 0] * impulse_n[:, None]
     impulse_t = -jnp.linalg.solve(blocks[:, 1:, 1:], tangent_velocity[..., None])[..., 0]
     return project_to_cone(jnp.concatenate([impulse_n[:, None], impulse_t], axis=-1), friction)
