@@ -26,7 +26,7 @@ from smoothloco.deploy.render import Clip, render_video, write_video
 from smoothloco.robot import anymal_c
 from smoothloco.sim import SimState
 from smoothloco.tasks import OBS_SIZE, GaitConfig, VelocityTask, VelocityTaskConfig
-from smoothloco.tasks.velocity import observation_scales
+from smoothloco.tasks.velocity import _resting_contact, observation_scales
 from smoothloco.train.runner import load_run
 from smoothloco.train.shac import SHACConfig
 
@@ -298,3 +298,30 @@ def test_play_cli_rejects_bad_input(run_dir: Path, capsys):
     assert "commands must be in time order" in capsys.readouterr().err
     assert main(["export", str(run_dir / "nothing")]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_a_clock_only_policy_adds_no_offsets_anywhere(tmp_path: Path):
+    """Generator off, clock on (the self-stepping mode): the task adds nothing to the actions,
+    the contract carries the clock's frequency with all-zero offsets, and the player observes
+    the clock as the task does."""
+    run = tmp_path / "run"
+    shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(16,))
+    task_config = VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.0))
+    write_untrained_run(run, shac, task=task_config)
+    assert main(["export", str(run)]) == 0
+    contract = json.loads((run / "export" / "policy.json").read_text())
+    assert contract["gait"]["frequency"] == 2.0
+    assert np.all(np.asarray(contract["gait"]["swing_offsets"]) == 0.0)
+
+    task = VelocityTask(task_config)
+    player = Player(run / "export")
+    state = task.reset(jax.random.PRNGKey(0))
+    data = mujoco.MjData(player.model())
+    data.qpos[:], data.qvel[:] = np.asarray(state.pipeline_state.q), np.asarray(state.pipeline_state.v)
+    for phase in (0.0, 0.1, 0.3, 0.55, 0.8):
+        assert np.all(np.asarray(task.gait_offset(jnp.asarray(phase))) == 0.0)
+        assert np.all(player.gait_offset(phase) == 0.0)
+        info = {**state.info, "gait_phase": jnp.asarray(phase)}
+        expected = task._observe(state.pipeline_state, info, _resting_contact(None), jax.random.PRNGKey(0), noise=False)
+        observed = player.observe(data, np.asarray(info["command"]), np.asarray(info["last_action"]), phase)
+        np.testing.assert_allclose(observed, np.asarray(expected), atol=1e-5)

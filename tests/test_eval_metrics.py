@@ -24,6 +24,7 @@ def trajectory(seconds: float = 4.0, command=(0.5, 0.0, 0.0), lin_vel=(0.5, 0.0,
         "joint_vel": np.zeros((n, 12)),
         "torque": np.zeros((n, 12)),
         "foot_slip": np.zeros((n, 4)),
+        "foot_height": np.zeros((n, 4)),
         "penetration": np.zeros(n),
         "fallen": np.zeros(n, bool),
         "power": np.zeros(n),
@@ -86,3 +87,30 @@ def test_malformed_trajectories_are_refused():
     traj["command"] = traj["command"][:-1]
     with pytest.raises(ValueError, match="differ in length"):
         metrics.fell(traj)
+
+
+def test_swings_measure_air_time_clearance_and_rate():
+    traj = trajectory(seconds=4.0)
+    t = traj["time"]
+    # From 2 s on, feet 0 and 3 swing for 0.2 s every 0.5 s, peaking at 6 cm; feet 1, 2 stay down
+    # (sunk 2 cm, as a resting foot in smooth contact).
+    phase = np.mod(t - 2.0, 0.5)
+    lift = (t >= 2.0) & (phase > 1e-9) & (phase < 0.2 - 1e-9)
+    height = np.where(lift, 0.06 * np.sin(np.pi * phase / 0.2), 0.0)
+    traj["foot_height"] = np.stack([height, np.full_like(t, -0.02), np.full_like(t, -0.02), height], axis=1)
+    swings = metrics.swings(traj)
+    assert len(swings) == 2 * 4  # 2 s of settled walking, 4 swings each, the one cut off at the end excluded
+    assert metrics.foot_air_time(traj) == pytest.approx(0.18)  # the 9 samples of each swing above 1 cm
+    assert metrics.foot_clearance(traj) == pytest.approx(0.06, abs=0.002)
+    settled_seconds = metrics.settled(traj).sum() * DT
+    assert metrics.steps_per_second(traj) == pytest.approx(8 / (4 * settled_seconds))
+
+
+def test_a_robot_that_keeps_its_feet_down_takes_no_steps():
+    traj = trajectory(command=(0.0, 0.0, 0.0), lin_vel=(0.01, 0.0, 0.0))
+    traj["foot_height"][:] = 0.004  # rocking within the ground threshold is not stepping
+    assert metrics.swings(traj) == []
+    assert metrics.foot_air_time(traj) == 0.0
+    assert metrics.foot_clearance(traj) == 0.0
+    assert metrics.steps_per_second(traj) == 0.0
+    assert metrics.base_speed(traj) == pytest.approx(0.01)

@@ -1,11 +1,13 @@
 """SHAC pieces against hand-computed examples."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from brax.training.acme import running_statistics, specs
 
-from smoothloco.train.shac import SHACConfig, _guarded_step, clipped_sum, td_lambda_targets
+from smoothloco.train.shac import SHACConfig, _guarded_normalizer_update, _guarded_step, clipped_sum, td_lambda_targets
 
 
 def test_td_lambda_targets_by_hand():
@@ -51,7 +53,36 @@ def test_non_finite_gradient_never_reaches_parameters():
     assert bool(ok) and float(new["w"][0]) < 1.0
 
 
+def test_update_that_overflows_the_parameters_is_skipped():
+    # A finite gradient and a huge step: the new parameters would be -inf.
+    opt = optax.sgd(3e38)
+    params = {"w": jnp.ones(3)}
+    new, new_state, ok = jax.jit(lambda g: _guarded_step(opt, g, params, opt.init(params)))({"w": jnp.full(3, 10.0)})
+    assert not bool(ok)
+    np.testing.assert_array_equal(np.asarray(new["w"]), np.ones(3))
+
+
+def test_non_finite_observations_leave_the_normalizer_unchanged():
+    normalizer = running_statistics.init_state(specs.Array((2,), jnp.float32))
+    good = jnp.array([[1.0, 2.0], [3.0, 4.0]])
+    normalizer, ok = _guarded_normalizer_update(normalizer, good)
+    assert bool(ok)
+    np.testing.assert_allclose(np.asarray(normalizer.mean), [2.0, 3.0])
+    kept, ok = jax.jit(_guarded_normalizer_update)(normalizer, good.at[0, 1].set(jnp.inf))
+    assert not bool(ok)
+    for before, after in zip(jax.tree.leaves(normalizer), jax.tree.leaves(kept)):
+        np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
+
+
 @pytest.mark.parametrize("field,value", [("horizon", 0), ("gamma", 1.5), ("actor_lr", 0.0), ("critic_minibatches", 7), ("env_grad_clip", -1.0)])
 def test_bad_shac_config(field, value):
     with pytest.raises(ValueError, match=field if field != "critic_minibatches" else "minibatches"):
+        SHACConfig(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["gamma", "td_lambda", "actor_lr", "critic_lr", "max_grad_norm", "env_grad_clip",
+                                   "target_critic_alpha", "init_log_std"])  # fmt: skip
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_every_float_of_the_shac_config_must_be_finite(field, value):
+    with pytest.raises(ValueError, match=f"shac.{field} must be finite, got {value}"):
         SHACConfig(**{field: value})

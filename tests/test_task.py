@@ -65,6 +65,59 @@ def test_trot_generator_lifts_diagonal_pairs_in_turn():
     assert second[late & (sine < -0.7)].mean() > 0.03 > first[late & (sine < -0.7)].mean()
 
 
+def test_without_the_generator_actions_are_the_joint_targets():
+    """Clock on, generator off: the joint targets are the default pose plus the scaled action,
+    nothing else, at every phase; the clock still runs and the swing targets follow it."""
+    task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.0), **QUIET))
+    assert not task.config.gait.generator
+    phases = jnp.linspace(0.0, 1.0, 17)
+    assert float(jnp.abs(jax.vmap(task.gait_offset)(phases)).max()) == 0.0
+    walking = jax.vmap(task.swing_target, in_axes=(0, None))(phases, jnp.array([0.5, 0.0, 0.0]))
+    standing = jax.vmap(task.swing_target, in_axes=(0, None))(phases, jnp.zeros(3))
+    assert float(jnp.abs(standing).max()) == 0.0  # a zero command asks for all feet down
+    assert float(walking.max()) == pytest.approx(task.config.gait.swing_height)
+    # Feet LF, RF, LH, RH: diagonals alternate and never swing together.
+    walking = np.asarray(walking)
+    np.testing.assert_array_equal(walking[:, 0], walking[:, 3])
+    np.testing.assert_array_equal(walking[:, 1], walking[:, 2])
+    assert float(np.max(walking[:, 0] * walking[:, 1])) == 0.0
+
+
+def test_swing_height_reward_rewards_following_the_clock():
+    from smoothloco.tasks.rewards import feet_swing_height
+
+    task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.0), **QUIET))
+    state = task.reset(jax.random.PRNGKey(0))
+    target = task.swing_target(jnp.asarray(0.25), jnp.array([0.5, 0.0, 0.0]))  # LF and RH at mid-swing
+
+    def reward(height):
+        return feet_swing_height(_inputs(task, state, foot_height=height, swing_target=target))
+
+    sunk = jnp.where(target > 0, target, -0.03)  # standing feet sunk 3 cm: no penalty
+    assert float(reward(sunk)) == pytest.approx(1.0)
+    flat = jnp.full(4, -0.03)  # not stepping
+    assert float(reward(flat)) < 0.6
+    lifted_stance = sunk.at[1].set(0.05)  # a standing foot in the air is a miss
+    assert float(reward(lifted_stance)) < 0.9
+    # Its gradient lifts the swinging feet and leaves the standing ones alone.
+    grad = np.asarray(jax.grad(reward)(flat))
+    assert grad[0] > 0 and grad[3] > 0 and grad[1] == 0 and grad[2] == 0
+
+
+def _inputs(task, state, **override):
+    from smoothloco.tasks.rewards import RewardInputs
+
+    zeros3, zeros12 = jnp.zeros(3), jnp.zeros(12)
+    fields = dict(
+        lin_vel=zeros3, ang_vel=zeros3, gravity=jnp.array([0.0, 0.0, -1.0]), command=zeros3,
+        joint_pos=zeros12, joint_lower=zeros12 - 1, joint_upper=zeros12 + 1, torque=zeros12, action=zeros12,
+        last_action=zeros12, base_height=jnp.asarray(0.5), foot_weight=jnp.ones(4), foot_slip=jnp.zeros(4),
+        air_time=jnp.zeros(4), touchdown=jnp.zeros(4), foot_height=jnp.zeros(4), swing_target=jnp.zeros(4),
+        tracking_sigma=0.25, base_height_target=0.52,
+    )
+    return RewardInputs(**{**fields, **override})
+
+
 def test_pushes_and_command_changes_happen_on_schedule():
     config = VelocityTaskConfig(
         pushes=PushConfig(enabled=True, max_speed=1.0, interval_seconds=(0.2, 0.2)),

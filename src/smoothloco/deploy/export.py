@@ -163,7 +163,7 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float) -> dict:
         "action": {"size": task.action_size, "scale": cfg.action_scale},
         "gait": {
             "frequency": cfg.gait.frequency,
-            "swing_offsets": (gait.swing_offsets(robot, cfg.gait.hip_amplitude) * (cfg.gait.frequency > 0)).tolist(),
+            "swing_offsets": (gait.swing_offsets(robot, cfg.gait.hip_amplitude) * cfg.gait.generator).tolist(),
         },
         "joints": {
             "names": list(robot.joint_names),

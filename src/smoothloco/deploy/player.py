@@ -60,8 +60,9 @@ CONTRACT_SCHEMA: Schema = {
     "version": int,
     "observation": {"size": int, "terms": list},
     "action": {"size": int, "scale": float},
-    # The trot generator: the phase advances frequency * control_dt cycles per control period
-    # from 0; its offsets add to the joint targets (``gait_offset``); frequency 0 = none.
+    # The gait clock and the trot generator on it: the phase advances frequency * control_dt
+    # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
+    # joint targets (``gait_offset``). All-zero offsets: a clock-only policy that steps by itself.
     "gait": {"frequency": float, "swing_offsets": list},
     "joints": {"names": list, "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
     "timing": {"control_dt": float, "sim_dt": float},
@@ -403,6 +404,7 @@ class Player:
             "joint_vel": np.zeros((steps, n)),
             "torque": np.zeros((steps, n)),
             "foot_slip": np.zeros((steps, len(self.foot_geoms))),
+            "foot_height": np.zeros((steps, len(self.foot_geoms))),
             "penetration": np.zeros(steps),
             "fallen": np.zeros(steps, bool),
             "power": np.zeros(steps),
@@ -466,9 +468,15 @@ class Player:
         traj["joint_vel"][k] = joint_vel
         traj["torque"][k] = torque
         traj["foot_slip"][k] = slip
+        traj["foot_height"][k] = self._foot_heights(model, data)
         traj["penetration"][k] = depth
         traj["fallen"][k] = fallen
         traj["power"][k] = np.sum(np.abs(torque * joint_vel))
+
+    def _foot_heights(self, model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
+        """Height of each foot sphere's lowest point above the floor (flat ground, as trained on)."""
+        floor = min(data.geom_xpos[g, 2] for g in self.floor_geoms)
+        return data.geom_xpos[self.foot_geoms, 2] - model.geom_size[self.foot_geoms, 0] - floor
 
     def _foot_contacts(self, model: mujoco.MjModel, data: mujoco.MjData) -> tuple[np.ndarray, float]:
         """Tangential speed of each foot touching the ground (else 0) and their mean penetration."""

@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from smoothloco.evaluate import metrics
+from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.tasks.config import CommandConfig
 
@@ -74,34 +76,55 @@ def command_evaluator(
         def body(carry, _):
             state, fallen, ret = carry
             obs = jax.tree.map(lambda x: x[None], state.obs)
-            action = policy(obs)[0]
-            state = task.step(state, action)
-            ret = ret + jnp.where(fallen, 0.0, state.reward)  # the falling step counts, later ones not
-            fallen = fallen | (state.done > 0)
-            return (state, fallen, ret), (state.metrics["lin_vel_error"], state.metrics["yaw_rate_error"], fallen)
+            next_state, contact = task.step_with_contact(state, policy(obs)[0])
+            ret = ret + jnp.where(fallen, 0.0, next_state.reward)  # the falling step counts, later ones not
+            fallen = fallen | (next_state.done > 0)
+            return (next_state, fallen, ret), {**trajectory_sample(state, contact), "fallen": fallen}
 
         init = (state, jnp.array(False), jnp.zeros(()))
-        (_, fallen, ret), (lin, yaw, fallen_t) = jax.lax.scan(body, init, None, length=steps)
-        upright = 1.0 - fallen_t[settle:].astype(jnp.float32)
-        denom = jnp.maximum(jnp.sum(upright), 1.0)
-        return jnp.sum(lin[settle:] * upright) / denom, jnp.sum(yaw[settle:] * upright) / denom, fallen, ret
+        (_, _, ret), records = jax.lax.scan(body, init, None, length=steps)
+        return ret, records
 
     rollout = jax.jit(jax.vmap(run, in_axes=(None, 0, 0)))
+    times = np.arange(steps) * config.control_dt
+    mass = float(task.robot.mj_model().body_mass.sum())
 
     def evaluate(params) -> dict:
-        lin, yaw, fell, ret = (np.asarray(x) for x in rollout(params, command_array, keys))
+        returns, records = jax.device_get(rollout(params, command_array, keys))
+        rows = []
+        for i, command in enumerate(commands):
+            traj = {k: np.asarray(v[i], np.float64) for k, v in records.items() if k not in ("done", "fallen")}
+            traj.update(time=times, command=np.tile(np.asarray(command, np.float64), (steps, 1)))
+            traj["fallen"] = np.asarray(records["fallen"][i], bool)
+            rows.append({"command": list(command), **gait_metrics(traj, mass, settle_seconds)})
         return {
-            "lin_vel_error": float(lin.mean()),
-            "yaw_rate_error": float(yaw.mean()),
-            "fall_rate": float(fell.mean()),
-            "episode_return": float(ret.mean()),
-            "per_command": [
-                {"command": list(c), "lin_vel_error": float(a), "yaw_rate_error": float(b), "fell": bool(f)}
-                for c, a, b, f in zip(commands, lin, yaw, fell)
-            ],
+            "lin_vel_error": float(np.mean([r["lin_vel_error"] for r in rows])),
+            "yaw_rate_error": float(np.mean([r["yaw_rate_error"] for r in rows])),
+            "fall_rate": float(np.mean([r["fell"] for r in rows])),
+            "episode_return": float(np.mean(returns)),
+            "per_command": rows,
         }
 
     return evaluate
+
+
+def gait_metrics(traj: metrics.Trajectory, mass: float, settle_seconds: float = 1.0) -> dict:
+    """Tracking and how the robot gets there, for one command held: stepping (air time,
+    clearance, steps per second), foot slip, cost of transport and base speed. An upright-free
+    trajectory (fell within its settling time) tracks with the error of standing still."""
+    lin, yaw = metrics.lin_vel_error(traj, settle_seconds), metrics.yaw_rate_error(traj, settle_seconds)
+    command = np.asarray(traj["command"], float)[0]
+    return {
+        "lin_vel_error": lin if np.isfinite(lin) else float(np.linalg.norm(command[:2])),
+        "yaw_rate_error": yaw if np.isfinite(yaw) else float(abs(command[2])),
+        "fell": metrics.fell(traj),
+        "foot_air_time": metrics.foot_air_time(traj, settle_seconds),
+        "foot_clearance": metrics.foot_clearance(traj, settle_seconds),
+        "steps_per_second": metrics.steps_per_second(traj, settle_seconds),
+        "foot_slip": metrics.foot_slip(traj),
+        "cost_of_transport": metrics.cost_of_transport(traj, mass, settle_seconds),
+        "base_speed": metrics.base_speed(traj, settle_seconds),
+    }
 
 
 def _contact_placeholder():

@@ -14,6 +14,7 @@ from the MuJoCo player (``smoothloco.deploy.player.Player.run``):
 ``joint_vel``      (T, 12)   rad/s
 ``torque``         (T, 12)   N m
 ``foot_slip``      (T, 4)    tangential foot speed while in contact, else 0 (m/s)
+``foot_height``    (T, 4)    foot sphere height above the ground (m; negative: sunk in)
 ``penetration``    (T,)      mean depth of the touching feet (m), 0 when none touches
 ``fallen``         (T,)      bool, sticky: true from the first terminating sample on
 ``power``          (T,)      sum |torque * joint_vel| (W)
@@ -29,6 +30,9 @@ import numpy as np
 Trajectory = Mapping[str, np.ndarray]
 GRAVITY = 9.81  # m/s^2
 MOVING_SPEED = 0.1  # m/s; commands slower than this count as standing (no cost of transport)
+# m; a foot higher than this is in the air. Above the few millimetres a resting foot sinks or
+# rocks in any of the contact models, so a foot that stays down never counts as a step.
+AIRBORNE_HEIGHT = 0.01
 REQUIRED = ("time", "command", "base_lin_vel", "base_ang_vel", "fallen")
 
 
@@ -104,6 +108,53 @@ def cost_of_transport(traj: Trajectory, mass: float, settle_seconds: float = 1.0
     if not speed > 1e-6:
         return float("nan")
     return _mean(np.asarray(traj["power"], float), walking) / (mass * GRAVITY * speed)
+
+
+def swings(traj: Trajectory, settle_seconds: float = 1.0) -> list[tuple[float, float]]:
+    """``(air time s, peak height m)`` of every completed swing: a run of samples with a foot
+    above ``AIRBORNE_HEIGHT`` that lies within the settled samples and lands before they end."""
+    heights = np.asarray(traj["foot_height"], float)
+    ok = settled(traj, settle_seconds)
+    dt = float(np.median(np.diff(traj["time"]))) if len(traj["time"]) > 1 else 0.0
+    out = []
+    for foot in heights.T:
+        airborne = foot > AIRBORNE_HEIGHT
+        edges = np.flatnonzero(np.diff(airborne.astype(np.int8)))  # last sample before each change
+        for lift, land in zip(edges[:-1], edges[1:]):
+            if airborne[lift + 1] and ok[lift : land + 2].all():
+                out.append(((land - lift) * dt, float(foot[lift + 1 : land + 1].max())))
+    return out
+
+
+def foot_air_time(traj: Trajectory, settle_seconds: float = 1.0) -> float:
+    """Mean air time (s) of a completed swing; 0 when no foot left the ground (NaN when no sample
+    settled), so standing still reads as 0, not as missing."""
+    if not settled(traj, settle_seconds).any():
+        return float("nan")
+    found = swings(traj, settle_seconds)
+    return float(np.mean([s[0] for s in found])) if found else 0.0
+
+
+def foot_clearance(traj: Trajectory, settle_seconds: float = 1.0) -> float:
+    """Mean peak foot height (m) of a completed swing; 0 when no foot left the ground."""
+    if not settled(traj, settle_seconds).any():
+        return float("nan")
+    found = swings(traj, settle_seconds)
+    return float(np.mean([s[1] for s in found])) if found else 0.0
+
+
+def steps_per_second(traj: Trajectory, settle_seconds: float = 1.0) -> float:
+    """Completed swings per foot and settled second (0 while standing still)."""
+    ok = settled(traj, settle_seconds)
+    if not ok.any():
+        return float("nan")
+    seconds = ok.sum() * float(np.median(np.diff(traj["time"])))
+    return len(swings(traj, settle_seconds)) / (np.asarray(traj["foot_height"]).shape[1] * seconds)
+
+
+def base_speed(traj: Trajectory, settle_seconds: float = 1.0) -> float:
+    """Mean planar base speed (m/s) over settled samples: at a zero command, how still it stands."""
+    return _mean(np.linalg.norm(np.asarray(traj["base_lin_vel"], float)[:, :2], axis=1), settled(traj, settle_seconds))
 
 
 def nanmean(values) -> float:

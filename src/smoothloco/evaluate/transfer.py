@@ -44,7 +44,7 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario]) -> list[Traje
     import jax.numpy as jnp
 
     from smoothloco.deploy.player import command_schedule
-    from smoothloco.sim.rotation import rotate_inverse
+    from smoothloco.evaluate.record import trajectory_sample
     from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
     from smoothloco.tasks.randomization import set_physics
 
@@ -84,30 +84,13 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario]) -> list[Traje
         env = copy.copy(task)
         env.sys = sim  # this scenario's physics, as Brax's DomainRandomizationVmapWrapper does
         policy = make_policy(params, deterministic=True)
-        up = jnp.array([0.0, 0.0, -1.0])
 
         def body(state, inputs):
             next_command, kick = inputs
-            q, v = state.pipeline_state.q, state.pipeline_state.v
             action = policy(state.obs, None)[0]
             state_info = {**state.info, "command": next_command}  # the next observation carries it
             next_state, contact = env.step_with_contact(state.replace(info=state_info), action, kick)
-            touching = contact.gap < 0  # the task's in-contact test (weight > 0.5) for every model
-            depth = jnp.sum(jnp.where(touching, -contact.gap, 0.0)) / jnp.maximum(jnp.sum(touching), 1)
-            record = {
-                "base_pos": q[:3],
-                "base_lin_vel": rotate_inverse(q[3:7], v[:3]),
-                "base_ang_vel": v[3:6],
-                "gravity": rotate_inverse(q[3:7], up),
-                "joint_pos": q[7:],
-                "joint_vel": v[6:],
-                # Torque and contact of this control period (its last simulation step).
-                "torque": contact.torque,
-                "foot_slip": jnp.where(touching, jnp.linalg.norm(contact.foot_velocity[:, 1:], axis=-1), 0.0),
-                "penetration": depth,
-                "power": jnp.sum(jnp.abs(contact.torque * v[6:])),
-                "done": state.done > 0,
-            }
+            record = trajectory_sample(state, contact)
             return next_state, record
 
         return jax.lax.scan(body, env.reset(jax.random.PRNGKey(0)), (next_commands, kicks))[1]
@@ -165,6 +148,10 @@ def scenario_row(scenario: Scenario, traj: Trajectory, mass: float) -> dict[str,
         "foot_slip": metrics.foot_slip(traj),
         "mean_penetration": metrics.mean_penetration(traj),
         "cost_of_transport": metrics.cost_of_transport(traj, mass + scenario.added_base_mass),
+        "foot_air_time": metrics.foot_air_time(traj),
+        "foot_clearance": metrics.foot_clearance(traj),
+        "steps_per_second": metrics.steps_per_second(traj),
+        "base_speed": metrics.base_speed(traj),
     }
 
 
@@ -175,6 +162,8 @@ def summarize(scenarios: Sequence[Scenario], trajectories: Sequence[Trajectory],
         raise ValueError(f"{len(scenarios)} scenarios but {len(trajectories)} trajectories")
     rows = [scenario_row(s, t, mass) for s, t in zip(scenarios, trajectories)]
     calm = [r for r in rows if r["kind"] != "push"]
+    walking = [r for s, r in zip(scenarios, rows) if r["kind"] != "push" and _walking(s)]
+    standing = [r for s, r in zip(scenarios, rows) if s.kind == "command" and not _walking(s)]
     pushed = [r for r in rows if r["kind"] == "push"]
     mean = lambda key, rs: metrics.nanmean(r[key] for r in rs)  # noqa: E731
     speeds = sorted({r["push_speed"] for r in pushed})
@@ -189,8 +178,19 @@ def summarize(scenarios: Sequence[Scenario], trajectories: Sequence[Trajectory],
         "foot_slip": mean("foot_slip", calm),
         "mean_penetration": mean("mean_penetration", calm),
         "cost_of_transport": mean("cost_of_transport", calm),
+        # How it walks (scenarios with a moving command) and how still it stands (zero command).
+        "foot_air_time": mean("foot_air_time", walking),
+        "foot_clearance": mean("foot_clearance", walking),
+        "steps_per_second": mean("steps_per_second", walking),
+        "standing_base_speed": mean("base_speed", standing),
+        "standing_steps_per_second": mean("steps_per_second", standing),
         "scenarios": rows,
     }
+
+
+def _walking(scenario: Scenario) -> bool:
+    """Whether any of the scenario's commands asks the robot to move."""
+    return any(np.linalg.norm(c[1:]) >= metrics.MOVING_SPEED for c in scenario.commands)
 
 
 SUMMARY_COLUMNS = (
@@ -201,6 +201,9 @@ SUMMARY_COLUMNS = (
     ("foot_slip", "foot slip (m/s)", ".3f"),
     ("mean_penetration", "penetration (mm)", ".2f"),
     ("cost_of_transport", "cost of transport", ".2f"),
+    ("foot_air_time", "air time (s)", ".2f"),
+    ("foot_clearance", "clearance (cm)", ".1f"),
+    ("standing_base_speed", "standing speed (m/s)", ".3f"),
 )
 
 
@@ -212,17 +215,23 @@ def _cell(value, fmt: str, scale: float = 1.0) -> str:
 
 def markdown(summary: dict, title: str) -> str:
     """The summary table, then one table per kind of scenario."""
-    scale = {"mean_penetration": 1e3}
+    scale = {"mean_penetration": 1e3, "foot_clearance": 1e2}
     lines = [f"## {title}", "", "| " + " | ".join(label for _, label, _ in SUMMARY_COLUMNS) + " |"]
     lines.append("|" + "---:|" * len(SUMMARY_COLUMNS))
     lines.append("| " + " | ".join(_cell(summary[k], f, scale.get(k, 1.0)) for k, _, f in SUMMARY_COLUMNS) + " |")
     rows = summary["scenarios"]
-    lines += ["", "| scenario | lin. err. (m/s) | yaw err. (rad/s) | fell | survived push | CoT |", "|---|---:|---:|:-:|:-:|---:|"]
+    lines += [
+        "",
+        "| scenario | lin. err. (m/s) | yaw err. (rad/s) | fell | survived push | CoT | air time (s) | clearance (cm) "
+        "| slip (m/s) |",
+        "|---|---:|---:|:-:|:-:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         survived = "–" if r["survived_push"] is None else ("yes" if r["survived_push"] else "no")
         lines.append(
             f"| {r['name']} | {_cell(r['lin_vel_error'], '.3f')} | {_cell(r['yaw_rate_error'], '.3f')} "
-            f"| {'yes' if r['fell'] else 'no'} | {survived} | {_cell(r['cost_of_transport'], '.2f')} |"
+            f"| {'yes' if r['fell'] else 'no'} | {survived} | {_cell(r['cost_of_transport'], '.2f')} "
+            f"| {_cell(r['foot_air_time'], '.2f')} | {_cell(r['foot_clearance'], '.1f', 1e2)} | {_cell(r['foot_slip'], '.3f')} |"
         )
     return "\n".join(lines) + "\n"
 

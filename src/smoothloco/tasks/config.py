@@ -32,6 +32,7 @@ DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
     "foot_slip": -0.1,
     "base_height": -30.0,
     "feet_air_time": 0.0,
+    "feet_swing_height": 0.0,
 }
 
 
@@ -84,20 +85,35 @@ class RandomizationConfig:
 
 @dataclass(frozen=True)
 class GaitConfig:
-    """An open-loop trot that the policy's actions are added to (a trajectory generator, as in
-    PMTG): diagonal leg pairs alternate, each flexing hip and knee through a half-sine swing.
-    Stepping is then there from the first iteration and the gradient only has to shape it."""
+    """A trot clock, and what hangs on it.
 
-    # Hz, full gait cycles per second; 0 turns the generator off. Without it SHAC learned to
-    # stand (lin. error 0.39 m/s); with 2 Hz the default run walks (0.11 m/s, README "Status").
-    frequency: float = 2.0
-    hip_amplitude: float = 0.3  # rad of HFE flexion at mid-swing; the knee flexes twice as much
+    The policy observes the clock (sin, cos of its phase). Two optional uses of it:
+    - an open-loop trot generator (PMTG-style) whose joint offsets are added to the policy's
+      actions: diagonal leg pairs alternate, each flexing hip and knee through a half-sine swing
+      (``hip_amplitude`` > 0); stepping is then there from the first iteration;
+    - a swing-height target for each foot (a half sine of ``swing_height`` over its half of the
+      cycle, zero while it stands or while the command is zero) that the reward term
+      ``feet_swing_height`` tracks; the policy then has to find the stepping itself.
+    """
+
+    frequency: float = 2.0  # Hz, full gait cycles per second; 0 stops the clock (and both uses)
+    # rad of HFE flexion at mid-swing, the knee flexes twice as much; 0 turns the generator off.
+    # Without generator and swing target SHAC learned to stand (lin. error 0.39 m/s).
+    hip_amplitude: float = 0.3
+    swing_height: float = 0.08  # m, peak foot height of the swing target
 
     def __post_init__(self) -> None:
         if not self.frequency >= 0:
             raise ValueError(f"gait.frequency must be >= 0 Hz (0 = off), got {self.frequency}")
         if not self.hip_amplitude >= 0:
-            raise ValueError(f"gait.hip_amplitude must be >= 0 rad, got {self.hip_amplitude}")
+            raise ValueError(f"gait.hip_amplitude must be >= 0 rad (0 = no generator), got {self.hip_amplitude}")
+        if not self.swing_height >= 0:
+            raise ValueError(f"gait.swing_height must be >= 0 m, got {self.swing_height}")
+
+    @property
+    def generator(self) -> bool:
+        """Whether open-loop joint offsets are added to the actions."""
+        return self.frequency > 0 and self.hip_amplitude > 0
 
 
 @dataclass(frozen=True)

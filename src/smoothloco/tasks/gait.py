@@ -34,6 +34,19 @@ def swing_offsets(robot: RobotSpec, hip_amplitude: float) -> np.ndarray:
     return offsets
 
 
+def leg_phase_shifts(robot: RobotSpec) -> np.ndarray:
+    """(n_feet,) phase shift of each foot's swing, in cycles: 0 for the first diagonal pair,
+    0.5 for the second, so each pair swings while the other stands (a trot)."""
+    return np.array([0.0 if leg.split("_")[0] in FIRST_DIAGONAL else 0.5 for leg in robot.foot_geoms])
+
+
+def swing_profile(phase: jax.Array, shifts: jax.Array) -> jax.Array:
+    """(n_feet,) in [0, 1]: how far into its swing each foot should be at ``phase``, a half sine
+    over the first half of the foot's own cycle and 0 while it stands (the same timing as the
+    generator's offsets)."""
+    return jax.nn.relu(jnp.sin(2.0 * jnp.pi * (phase + shifts)))
+
+
 def clock(phase: jax.Array) -> jax.Array:
     """(2,) [sin, cos] of the gait phase (cycles, in [0, 1)); what the policy observes."""
     angle = 2.0 * jnp.pi * phase

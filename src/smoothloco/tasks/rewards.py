@@ -29,6 +29,8 @@ class RewardInputs:
     foot_slip: jax.Array  # (4,) tangential foot speed
     air_time: jax.Array  # (4,) seconds each foot has been off the ground
     touchdown: jax.Array  # (4,) 1 where a foot landed this step
+    foot_height: jax.Array  # (4,) foot sphere height above the ground (negative: sunk in)
+    swing_target: jax.Array  # (4,) foot height the gait clock asks for (0: stand)
     tracking_sigma: float = struct.field(pytree_node=False)
     base_height_target: float = struct.field(pytree_node=False)
 
@@ -88,6 +90,24 @@ def feet_air_time(x: RewardInputs) -> jax.Array:
     return moving * jnp.sum((x.air_time - 0.5) * x.touchdown)
 
 
+def feet_swing_height(x: RewardInputs) -> jax.Array:
+    """How well the feet follow the gait clock's heights: lift each swinging foot to its target,
+    keep the standing ones down. Differentiable in the joint angles through the foot positions,
+    so the gradient says how to step, not only that stepping pays.
+
+    A kernel, not a penalty: bounded and positive, it can never make ending an episode look
+    better than staying up. A standing foot is only held to "not above the ground": how far it
+    sinks is the contact model's business (~3 cm at s = 300 1/m in smooth contact)."""
+    swinging = x.swing_target > 0
+    miss = jnp.where(swinging, x.foot_height - x.swing_target, jax.nn.relu(x.foot_height))
+    return jnp.exp(-jnp.sum(miss**2) / SWING_SIGMA)
+
+
+# m^2; the kernel width. Not stepping at all (0.08 m swings, feet sunk 3 cm) scores about 0.5,
+# where the kernel's slope is still large.
+SWING_SIGMA = 0.02
+
+
 REWARD_TERMS: dict[str, Callable[[RewardInputs], jax.Array]] = {
     f.__name__: f
     for f in (
@@ -103,5 +123,6 @@ REWARD_TERMS: dict[str, Callable[[RewardInputs], jax.Array]] = {
         foot_slip,
         base_height,
         feet_air_time,
+        feet_swing_height,
     )
 }

@@ -33,6 +33,8 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("last_action", 12, 1.0, 0.0),
     ("gait_clock", 2, 1.0, 0.0),  # sin, cos of the trot phase; constant when the generator is off
 )
+# A command (vx, vy, yaw rate) shorter than this asks the robot to stand: all feet down.
+STANDING_COMMAND = 0.1
 OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
@@ -56,6 +58,7 @@ class VelocityTask(Env):
         self._obs_scale = jnp.asarray(observation_scales(), jnp.float32)
         self._obs_noise = jnp.asarray(np.concatenate([np.full(size, n) for _, size, _, n in OBS_LAYOUT]), jnp.float32)
         self._swing_offsets = jnp.asarray(gait.swing_offsets(self.robot, self.config.gait.hip_amplitude), jnp.float32)
+        self._phase_shifts = jnp.asarray(gait.leg_phase_shifts(self.robot), jnp.float32)
 
     # -- Brax Env interface -------------------------------------------------------------
     @property
@@ -121,13 +124,14 @@ class VelocityTask(Env):
         # observations, rewards or gradients.
         physics = jax.tree.map(lambda new, old: jnp.where(contact.finite, new, old), physics, state.pipeline_state)
 
-        rewards_in, air_time = self._reward_inputs(physics, info, contact, action)
+        # The clock at the end of the step, when the feet are measured.
+        phase = jnp.mod(info["gait_phase"] + cfg.gait.frequency * cfg.control_dt, 1.0)
+        rewards_in, air_time = self._reward_inputs(physics, info, contact, action, phase)
         weights = cfg.reward_weights
         terms = {name: weights[name] * REWARD_TERMS[name](rewards_in) * cfg.control_dt for name in self._active_terms()}
         reward = sum(terms.values())
 
         done = self._terminated(physics, contact, rewards_in.gravity)
-        phase = jnp.mod(info["gait_phase"] + cfg.gait.frequency * cfg.control_dt, 1.0)
         info.update(rng=rng, last_action=action, air_time=air_time, gait_phase=phase)
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
@@ -145,9 +149,17 @@ class VelocityTask(Env):
 
     def gait_offset(self, phase: jax.Array) -> jax.Array:
         """Joint-target offsets of the trot generator at ``phase`` (zero when it is off)."""
-        if self.config.gait.frequency == 0:
+        if not self.config.gait.generator:
             return jnp.zeros(self.action_size)
         return gait.offset_from_clock(self._swing_offsets, gait.clock(phase)[0])
+
+    def swing_target(self, phase: jax.Array, command: jax.Array) -> jax.Array:
+        """(n_feet,) foot heights the clock asks for; all zero (stand) at a zero command."""
+        gait_cfg = self.config.gait
+        if gait_cfg.frequency == 0:
+            return jnp.zeros(len(self.robot.foot_geoms))
+        moving = jnp.linalg.norm(command) > STANDING_COMMAND
+        return moving * gait_cfg.swing_height * gait.swing_profile(phase, self._phase_shifts)
 
     # -- pieces ---------------------------------------------------------------------------
     def _active_terms(self) -> list[str]:
@@ -195,7 +207,7 @@ class VelocityTask(Env):
         info["pushes"] = info["pushes"] + push.astype(jnp.int32)
         return physics, info
 
-    def _reward_inputs(self, physics: SimState, info: dict, contact: StepInfo, action: jax.Array):
+    def _reward_inputs(self, physics: SimState, info: dict, contact: StepInfo, action: jax.Array, phase: jax.Array):
         quat = physics.q[3:7]
         in_contact = contact.weight > 0.5
         air_time = info["air_time"] + self.config.control_dt
@@ -216,6 +228,8 @@ class VelocityTask(Env):
             foot_slip=jnp.sqrt(jnp.sum(contact.foot_velocity[:, 1:] ** 2, axis=-1) + 1e-8),
             air_time=air_time,
             touchdown=touchdown.astype(jnp.float32),
+            foot_height=contact.gap,
+            swing_target=self.swing_target(phase, info["command"]),
             tracking_sigma=self.config.tracking_sigma,
             base_height_target=self.config.base_height_target,
         )

@@ -1,5 +1,8 @@
 """``smoothloco train``: every config field is a flag, ``--<section>.<field>``, generated from
-the typed dataclasses so the command line and the configs cannot drift apart."""
+the typed dataclasses so the command line and the configs cannot drift apart.
+
+Exit status: 0 when the run finished, 2 for a usage or run-folder error (nothing trained),
+``EXIT_INTERRUPTED`` when SIGINT/SIGTERM stopped it (the checkpoint resumes it)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.shac import SHACConfig
 
 SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig))
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention; a SIGTERM-stopped run also exits with it
 
 HELP = {
     "task.contact": "contact model of the training simulator: hard, smooth or soft",
@@ -37,6 +41,7 @@ HELP = {
     "run.out": "run folder (config, metrics, checkpoints, plots, summary)",
     "run.checkpoint_every": "iterations between checkpoints",
     "run.eval_every": "iterations between evaluations on the fixed command grid (0 = only at the end)",
+    "run.eval_seconds": "seconds per command of each evaluation; longer than its 1 s settling time",
     "run.compile_cache": "persistent compilation cache; each host CPU gets its own folder inside (empty: no cache)",
 }
 
@@ -81,7 +86,9 @@ def add_parser(sub) -> None:
         "are the defaults; only the chosen algorithm's section is used. Write negative values as --flag=-0.5.",
     )
     parser.add_argument(
-        "--resume", metavar="RUN", help="continue the (SHAC) run in folder RUN from its last checkpoint"
+        "--resume",
+        metavar="RUN",
+        help="continue the (SHAC) run in folder RUN from its last checkpoint, in RUN wherever it has been moved",
     )
     parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
     parser.add_argument(
@@ -137,7 +144,7 @@ def config_from_args(args: argparse.Namespace):
 def run_train(args: argparse.Namespace) -> int:
     import json
 
-    from smoothloco.train.runner import TrainConfig, train
+    from smoothloco.train.runner import RunFolderError, TrainConfig, interrupted, train
 
     try:
         if args.resume:
@@ -151,6 +158,9 @@ def run_train(args: argparse.Namespace) -> int:
             if config.algo != "shac":
                 print(f"error: --resume {run_dir}: only SHAC runs resume (Brax's PPO starts afresh)", file=sys.stderr)
                 return 2
+            # Train in the folder named, not where config.json says the run was made: a moved or
+            # copied run resumes in place, and a relative run.out does not depend on the directory.
+            config = dataclasses.replace(config, run=dataclasses.replace(config.run, out=str(run_dir)))
         else:
             config = config_from_args(args)
     except (ValueError, TypeError) as exc:
@@ -159,11 +169,14 @@ def run_train(args: argparse.Namespace) -> int:
     from smoothloco.train.checkpoint import CheckpointError
 
     try:
-        train(config, resume=bool(args.resume))
-    except (CheckpointError, FileExistsError) as exc:
+        _, _, history = train(config, resume=bool(args.resume))
+    except (CheckpointError, FileExistsError, RunFolderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:  # before the training loop took over SIGINT (start-up), or after it
+        print(f"interrupted; {config.run.out} keeps its last checkpoint, if it has one", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_INTERRUPTED if interrupted(config, history) else 0
 
 
 __all__ = ["add_parser", "DEFAULT_REWARD_WEIGHTS"]

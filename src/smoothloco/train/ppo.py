@@ -22,6 +22,7 @@ from flax import linen
 
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig, randomize
 from smoothloco.train import checkpoint
+from smoothloco.validation import require_finite
 
 if TYPE_CHECKING:
     from smoothloco.train.runner import RunLog, TrainConfig
@@ -65,6 +66,7 @@ class PPOConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        require_finite("ppo", self)
         for name in (
             "num_envs", "unroll_length", "num_minibatches", "num_updates_per_batch", "iterations", "episode_length"
         ):

@@ -8,7 +8,8 @@ One jitted ``update`` does a whole iteration:
      clipped relative to the batch median before they are summed (``env_grad_clip``).
   2. Critic: fit TD(lambda) targets computed with the target critic, in minibatches.
   3. Polyak-average the target critic; update observation statistics.
-A non-finite gradient never reaches the parameters: that update is skipped and counted.
+A non-finite gradient never reaches the parameters, nor does an update that would leave
+non-finite parameters or observation statistics: that update is skipped and counted.
 Environments are a leading batch axis that callers shard over devices (``parallel.shard_batch``).
 """
 
@@ -25,6 +26,7 @@ from brax.training.acme import running_statistics, specs
 from flax import struct
 
 from smoothloco.train.networks import Actor, Critic, actor_obs, critic_obs
+from smoothloco.validation import require_finite
 
 
 # Observations arrive scaled to O(1) (tasks.velocity.OBS_LAYOUT); a feature that barely varies
@@ -63,6 +65,7 @@ class SHACConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        require_finite("shac", self)
         for name in ("num_envs", "horizon", "iterations", "critic_epochs", "critic_minibatches", "episode_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"shac.{name} must be >= 1, got {getattr(self, name)}")
@@ -94,7 +97,7 @@ class TrainState:
     rng: jax.Array
     iteration: jax.Array
     env_steps: jax.Array
-    skipped_updates: jax.Array
+    skipped_updates: jax.Array  # actor, critic and normalizer updates left out as non-finite
 
 
 @dataclass
@@ -161,17 +164,20 @@ class SHAC:
         alpha = c.target_critic_alpha
         target = jax.tree.map(lambda t, p: alpha * t + (1 - alpha) * p, ts.target_critic_params, critic_params)
 
+        normalizer, normalizer_ok = _guarded_normalizer_update(ts.normalizer, traj["obs"])
+        skipped = sum((~ok).astype(jnp.int32) for ok in (actor_ok, critic_ok, normalizer_ok))
+
         ts = ts.replace(
             actor_params=actor_params,
             actor_opt=actor_opt,
             critic_params=critic_params,
             critic_opt=critic_opt,
             target_critic_params=target,
-            normalizer=running_statistics.update(ts.normalizer, traj["obs"], std_min_value=OBS_STD_FLOOR),
+            normalizer=normalizer,
             rng=rng,
             iteration=ts.iteration + 1,
             env_steps=ts.env_steps + c.num_envs * c.horizon,
-            skipped_updates=ts.skipped_updates + (~actor_ok).astype(jnp.int32) + (~critic_ok).astype(jnp.int32),
+            skipped_updates=ts.skipped_updates + skipped,
         )
         metrics = {
             "actor_loss": loss,
@@ -308,14 +314,32 @@ def _optimizer(lr: float, c: SHACConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(c.max_grad_norm), optax.adam(schedule, b1=0.7, b2=0.95))
 
 
+def _all_finite(tree) -> jax.Array:
+    """A scalar bool: every floating-point entry of ``tree`` is finite (integer counters are)."""
+    floats = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    return jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in floats])) if floats else jnp.array(True)
+
+
 def _guarded_step(optimizer: optax.GradientTransformation, grads, params, opt_state):
-    """Apply the update only when every gradient entry is finite; otherwise keep everything."""
-    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
-    safe_grads = jax.tree.map(lambda g: jnp.where(finite, g, 0.0), grads)
+    """Apply the update only when every gradient entry is finite and so are the parameters and
+    optimizer state it leads to (a finite gradient can still overflow them, e.g. with a huge
+    learning rate); otherwise keep everything. Also returns whether it was applied."""
+    finite_grads = _all_finite(grads)
+    safe_grads = jax.tree.map(lambda g: jnp.where(finite_grads, g, 0.0), grads)
     updates, new_opt = optimizer.update(safe_grads, opt_state, params)
     new_params = optax.apply_updates(params, updates)
-    keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
-    return jax.tree.map(keep, new_params, params), jax.tree.map(keep, new_opt, opt_state), finite
+    ok = finite_grads & _all_finite(new_params) & _all_finite(new_opt)
+    keep = lambda new, old: jnp.where(ok, new, old)  # noqa: E731
+    return jax.tree.map(keep, new_params, params), jax.tree.map(keep, new_opt, opt_state), ok
+
+
+def _guarded_normalizer_update(normalizer: running_statistics.RunningStatisticsState, obs):
+    """The observation statistics updated with ``obs``, or the old ones when that makes any of
+    them non-finite (a diverged simulation): one bad window would otherwise turn every later
+    normalized observation, and so every action, into NaN. Also returns whether it was applied."""
+    new = running_statistics.update(normalizer, obs, std_min_value=OBS_STD_FLOOR)
+    ok = _all_finite(new)
+    return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, normalizer), ok
 
 
 def make_env(task: envs.Env, num_envs: int, episode_length: int, randomization_fn: Callable | None = None) -> envs.Env:

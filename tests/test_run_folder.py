@@ -1,0 +1,230 @@
+"""The run folder can be trusted: metrics.csv is appended, never lost or duplicated across a
+kill and a resume; a resume trains where it is told; a folder is trained in by one training at a
+time and never one that is not a run; exit statuses tell finished from interrupted.
+
+The training loop is replaced by a fake that reports and checkpoints like ``_train_shac`` (in
+milliseconds): what is tested here is the run folder around it, not the learning."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from smoothloco.cli import main
+from smoothloco.train import checkpoint, runner
+from smoothloco.train.cli import EXIT_INTERRUPTED
+
+TINY = ["--shac.num_envs", "4", "--shac.horizon", "2", "--shac.critic_minibatches", "2", "--run.deploy", "false"]
+EVAL_ROW = {"eval/episode_return": 1.0, "eval/lin_vel_error": 0.1, "eval/yaw_rate_error": 0.1, "eval/fall_rate": 0.0}
+
+
+class Killed(Exception):
+    """Stands for a kill -9: the fake loop stops dead between two rows."""
+
+
+@pytest.fixture
+def fake_loop(monkeypatch):
+    """Replace the SHAC loop (and the end-of-run summary) with a fake; returns its settings and what it saw.
+
+    Like ``_train_shac``: one metrics row per iteration (an evaluation every third, which adds
+    columns), the metrics synced and a checkpoint holding the iteration saved every
+    ``checkpoint_every`` iterations, at the end and when a stop is requested."""
+    seen = {"runs": [], "inodes": [], "finished": []}
+    settings = {"kill_after": None, "signal_after": None}
+
+    def fake_train_shac(config, log, ckpt_path, resume):
+        seen["runs"].append(config.run.out)
+        first = int(checkpoint.load_raw(ckpt_path)["iteration"]) if resume else 0
+        iterations = config.shac.iterations
+        for it in range(first, iterations):
+            row = {**log.row(it + 1, 8 * (it + 1)), "reward_per_step": float(it + 1)}
+            if (it + 1) % 3 == 0:
+                row.update(EVAL_ROW)
+            log.record(row, iterations)
+            # Flushed: a kill now loses nothing already recorded.
+            assert _iterations(Path(config.run.out))[-1] == it + 1
+            seen["inodes"].append((it + 1, os.stat(Path(config.run.out) / "metrics.csv").st_ino))
+            if settings["signal_after"] == it + 1:
+                signal.raise_signal(signal.SIGINT)
+            if (it + 1) % config.run.checkpoint_every == 0 or it + 1 == iterations or log.stop_requested:
+                log.sync()
+                checkpoint.save(ckpt_path, {"iteration": np.int64(it + 1)})
+            if settings["kill_after"] == it + 1:
+                raise Killed
+            if log.stop_requested and it + 1 < iterations:
+                return None, None, True
+        return None, None, False
+
+    monkeypatch.setattr(runner, "_train_shac", fake_train_shac)
+    # train() points JAX's process-wide compilation cache at --run.compile_cache: keep this
+    # session's setting for the tests that run after these.
+    monkeypatch.setattr(runner, "host_compile_cache", lambda root: jax.config.jax_compilation_cache_dir)
+    monkeypatch.setattr(runner, "_finish", lambda run_dir, *rest: seen["finished"].append(run_dir))
+    return settings, seen
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    with (run_dir / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _iterations(run_dir: Path) -> list[int]:
+    return [int(r["iteration"]) for r in _rows(run_dir)]
+
+
+def _listing(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_metrics_are_appended_and_a_resume_continues_them_after_a_kill(fake_loop, tmp_path: Path):
+    settings, seen = fake_loop
+    run = tmp_path / "run"
+    settings["kill_after"] = 7  # checkpoints at 4, so rows 5-7 come again after the resume
+    with pytest.raises(Killed):
+        main(["train", *TINY, "--shac.iterations", "10", "--run.checkpoint_every", "4", "--out", str(run)])
+    assert _iterations(run) == list(range(1, 8))
+    with (run / "metrics.csv").open("a", newline="") as f:
+        f.write("8,64,0.1")  # a row torn by the kill: no newline
+    # Appended in place: the file is replaced only when a row adds columns (the first evaluation).
+    new_file = [it for (it, ino), (_, before) in zip(seen["inodes"][1:], seen["inodes"]) if ino != before]
+    assert new_file == [3]
+
+    settings["kill_after"] = None
+    assert main(["train", "--resume", str(run)]) == 0
+    rows = _rows(run)
+    assert [int(r["iteration"]) for r in rows] == list(range(1, 11))  # no gap, no duplicate, no torn line
+    assert [float(r["reward_per_step"]) for r in rows] == [float(i) for i in range(1, 11)]
+    assert rows[5]["eval/lin_vel_error"] == "0.1" and rows[4]["eval/lin_vel_error"] == ""
+    assert (run / "metrics.csv").read_text().endswith("\n")
+    assert seen["finished"] == [run]
+
+
+def test_a_new_run_starts_the_metrics_afresh(fake_loop, tmp_path: Path):
+    settings, _ = fake_loop
+    run = tmp_path / "run"
+    settings["kill_after"] = 2  # before the first checkpoint: a run folder without a checkpoint
+    with pytest.raises(Killed):
+        main(["train", *TINY, "--shac.iterations", "3", "--run.checkpoint_every", "5", "--out", str(run)])
+    settings["kill_after"] = None
+    assert main(["train", *TINY, "--shac.iterations", "2", "--out", str(run)]) == 0
+    assert _iterations(run) == [1, 2]
+
+
+def test_a_torn_or_corrupt_metrics_file_is_read_as_such(tmp_path: Path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("iteration,env_steps\r\n1,8\r\n2,16\r\n3,2")
+    assert runner._metrics_rows_before(path, 3) == [{"iteration": "1", "env_steps": "8"}, {"iteration": "2", "env_steps": "16"}]
+    path.write_text("iteration,env_steps\n1,8\n2,16,99\n")
+    with pytest.raises(runner.RunFolderError, match="metrics.csv line 3 is corrupt"):
+        runner._metrics_rows_before(path, 3)
+
+
+def test_resume_trains_in_the_folder_named_not_the_one_recorded(fake_loop, tmp_path: Path, monkeypatch):
+    settings, seen = fake_loop
+    monkeypatch.chdir(tmp_path)
+    settings["kill_after"] = 4
+    with pytest.raises(Killed):  # recorded as the relative run.out "runs/a"
+        main(["train", *TINY, "--shac.iterations", "6", "--run.checkpoint_every", "2", "--out", "runs/a"])
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(tmp_path / "runs" / "a", moved)
+    shutil.rmtree(tmp_path / "runs")
+    (tmp_path / "other-cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "other-cwd")
+    settings["kill_after"] = None
+
+    assert main(["train", "--resume", str(moved)]) == 0
+    assert seen["runs"][-1] == str(moved) and seen["finished"] == [moved]
+    assert _iterations(moved) == list(range(1, 7))
+    assert not (tmp_path / "runs").exists() and list((tmp_path / "other-cwd").iterdir()) == []
+    assert json.loads((moved / "config.json").read_text())["run"]["out"] == "runs/a"  # the record stays as made
+
+
+def test_a_second_training_in_a_held_folder_is_refused_and_writes_nothing(fake_loop, tmp_path: Path, capsys):
+    _, seen = fake_loop
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--shac.iterations", "2", "--out", str(run)]) == 0
+    before = _listing(run)
+    with runner._run_lock(run, create=False):  # another training holds the folder
+        lock_text = (run / runner.LOCK_NAME).read_text()
+        assert main(["train", *TINY, "--out", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "in use by another training" in err and f"pid {os.getpid()}" in err
+        assert main(["train", "--resume", str(run)]) == 2
+        assert "in use by another training" in capsys.readouterr().err
+        assert (run / runner.LOCK_NAME).read_text() == lock_text
+    assert _listing(run) == before and len(seen["runs"]) == 1
+    with runner._run_lock(run, create=False):  # released when its holder ended
+        pass
+
+
+def test_new_run_refuses_a_folder_that_is_not_a_run(fake_loop, tmp_path: Path, capsys, monkeypatch):
+    _, seen = fake_loop
+    monkeypatch.chdir(tmp_path)
+    foreign = tmp_path / "papers"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    (foreign / "config.json").write_text('{"learning_rate": 3}')
+    assert main(["train", *TINY, "--out", str(foreign)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not empty and not a run folder" in err
+    assert _listing(foreign) == {"config.json": b'{"learning_rate": 3}', "notes.txt": b"mine"}
+
+    (tmp_path / "a-file").write_text("x")
+    assert main(["train", *TINY, "--out", str(tmp_path / "a-file")]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert main(["train", *TINY, "--out", ""]) == 2
+    assert "run.out must name a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "papers"] and seen["runs"] == []
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["train", *TINY, "--shac.iterations", "2", "--out", str(empty)]) == 0  # an empty folder is fine
+
+
+@pytest.mark.parametrize(
+    "flag,value,message",
+    [
+        ("--shac.actor_lr", "inf", "shac.actor_lr must be finite, got inf"),
+        ("--shac.init_log_std", "nan", "shac.init_log_std must be finite, got nan"),
+        ("--shac.gamma", "nan", "shac.gamma must be finite, got nan"),
+        ("--shac.sharpness_schedule", "100,inf", "shac.sharpness_schedule must be finite, got 100.0,inf"),
+        ("--ppo.entropy_cost", "nan", "ppo.entropy_cost must be finite, got nan"),
+        ("--ppo.learning_rate", "inf", "ppo.learning_rate must be finite, got inf"),
+        ("--run.eval_seconds", "inf", "run.eval_seconds must be finite, got inf"),
+        ("--run.eval_seconds", "1.0", "run.eval_seconds must be longer than the evaluation's 1 s settling time"),
+        ("--run.eval_seconds", "1.01", "must exceed the evaluation's 1 s settling time by at least one control step"),
+        ("--run.checkpoint_every", "0", "run.checkpoint_every must be >= 1, got 0"),
+        ("--run.eval_every", "-1", "run.eval_every must be >= 0"),
+    ],
+)
+def test_invalid_values_are_refused_before_anything_is_written(flag, value, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", *TINY, f"{flag}={value}", "--out", "run"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_exit_status_tells_interrupted_from_finished(fake_loop, tmp_path: Path, capsys, monkeypatch):
+    settings, _ = fake_loop
+    run = tmp_path / "run"
+    settings["signal_after"] = 3  # SIGINT during iteration 3: the loop checkpoints and stops
+    assert main(["train", *TINY, "--shac.iterations", "6", "--run.checkpoint_every", "5", "--out", str(run)]) == EXIT_INTERRUPTED
+    assert "stopped at iteration 3" in capsys.readouterr().out
+    assert _iterations(run) == [1, 2, 3]
+    settings["signal_after"] = None
+    assert main(["train", "--resume", str(run)]) == 0
+    assert _iterations(run) == list(range(1, 7))
+
+    def interrupted_start_up(*args):
+        raise KeyboardInterrupt  # Ctrl-C before the loop's handler is installed
+
+    monkeypatch.setattr(runner, "_train_shac", interrupted_start_up)
+    assert main(["train", *TINY, "--out", str(tmp_path / "other")]) == EXIT_INTERRUPTED
+    assert "interrupted" in capsys.readouterr().err
