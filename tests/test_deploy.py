@@ -40,7 +40,7 @@ def run_dir(tmp_path_factory) -> Path:
     """An untrained run (random initial policy), exported through the command line."""
     run = tmp_path_factory.mktemp("deploy") / "run"
     shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(32, 32))
-    write_untrained_run(run, shac, task=VelocityTaskConfig(gait=GaitConfig(frequency=2.0)))
+    write_untrained_run(run, shac, task=VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.3)))
     assert main(["export", str(run)]) == 0
     return run
 
@@ -189,6 +189,15 @@ def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edi
     edit(contract)
     (folder / "policy.json").write_text(json.dumps(contract))
     with pytest.raises(PolicyContractError, match=message):
+        Player(folder)
+
+
+def test_player_refuses_a_garbled_network(run_dir: Path, tmp_path: Path):
+    folder = _copy_export(run_dir, tmp_path / "export")
+    data = bytearray((folder / "policy.onnx").read_bytes())
+    data[-64:] = bytes(64)  # the tail of the weights: the graph may still parse
+    (folder / "policy.onnx").write_bytes(bytes(data))
+    with pytest.raises(PolicyContractError, match="does not match policy.json source.onnx_sha256"):
         Player(folder)
 
 

@@ -1,6 +1,8 @@
 """The run folder can be trusted: metrics.csv is appended, never lost or duplicated across a
 kill and a resume; a resume trains where it is told; a folder is trained in by one training at a
-time and never one that is not a run; exit statuses tell finished from interrupted.
+time and never one that is not a run; exit statuses tell finished from interrupted. A resume
+takes only the flags that can change (iterations, evaluation and checkpoint cadence) and refuses
+the others by name, says so when the run has already finished, and continues the clocks.
 
 The training loop is replaced by a fake that reports and checkpoints like ``_train_shac`` (in
 milliseconds): what is tested here is the run folder around it, not the learning."""
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 
 from smoothloco.cli import main
-from smoothloco.train import checkpoint, runner
+from smoothloco.train import checkpoint, run_folder, runner
 from smoothloco.train.cli import EXIT_INTERRUPTED
 
 TINY = ["--shac.num_envs", "4", "--shac.horizon", "2", "--shac.critic_minibatches", "2", "--run.deploy", "false"]
@@ -35,11 +37,12 @@ def fake_loop(monkeypatch):
     Like ``_train_shac``: one metrics row per iteration (an evaluation every third, which adds
     columns), the metrics synced and a checkpoint holding the iteration saved every
     ``checkpoint_every`` iterations, at the end and when a stop is requested."""
-    seen = {"runs": [], "inodes": [], "finished": []}
+    seen = {"runs": [], "configs": [], "inodes": [], "finished": [], "finished_history": []}
     settings = {"kill_after": None, "signal_after": None}
 
     def fake_train_shac(config, log, ckpt_path, resume):
         seen["runs"].append(config.run.out)
+        seen["configs"].append(config)
         first = int(checkpoint.load_raw(ckpt_path)["iteration"]) if resume else 0
         iterations = config.shac.iterations
         for it in range(first, iterations):
@@ -65,7 +68,12 @@ def fake_loop(monkeypatch):
     # train() points JAX's process-wide compilation cache at --run.compile_cache: keep this
     # session's setting for the tests that run after these.
     monkeypatch.setattr(runner, "host_compile_cache", lambda root: jax.config.jax_compilation_cache_dir)
-    monkeypatch.setattr(runner, "_finish", lambda run_dir, *rest: seen["finished"].append(run_dir))
+
+    def fake_finish(run_dir, config, history, *rest):
+        seen["finished"].append(run_dir)
+        seen["finished_history"].append(history)  # summary.json's wall_seconds and training.png come from it
+
+    monkeypatch.setattr(runner, "_finish", fake_finish)
     return settings, seen
 
 
@@ -119,10 +127,10 @@ def test_a_new_run_starts_the_metrics_afresh(fake_loop, tmp_path: Path):
 def test_a_torn_or_corrupt_metrics_file_is_read_as_such(tmp_path: Path):
     path = tmp_path / "metrics.csv"
     path.write_text("iteration,env_steps\r\n1,8\r\n2,16\r\n3,2")
-    assert runner._metrics_rows_before(path, 3) == [{"iteration": "1", "env_steps": "8"}, {"iteration": "2", "env_steps": "16"}]
+    assert run_folder.metrics_rows_before(path, 3) == [{"iteration": "1", "env_steps": "8"}, {"iteration": "2", "env_steps": "16"}]
     path.write_text("iteration,env_steps\n1,8\n2,16,99\n")
-    with pytest.raises(runner.RunFolderError, match="metrics.csv line 3 is corrupt"):
-        runner._metrics_rows_before(path, 3)
+    with pytest.raises(run_folder.RunFolderError, match="metrics.csv line 3 is corrupt"):
+        run_folder.metrics_rows_before(path, 3)
 
 
 def test_resume_trains_in_the_folder_named_not_the_one_recorded(fake_loop, tmp_path: Path, monkeypatch):
@@ -150,16 +158,16 @@ def test_a_second_training_in_a_held_folder_is_refused_and_writes_nothing(fake_l
     run = tmp_path / "run"
     assert main(["train", *TINY, "--shac.iterations", "2", "--out", str(run)]) == 0
     before = _listing(run)
-    with runner._run_lock(run, create=False):  # another training holds the folder
-        lock_text = (run / runner.LOCK_NAME).read_text()
+    with run_folder.run_lock(run, create=False):  # another training holds the folder
+        lock_text = (run / run_folder.LOCK_NAME).read_text()
         assert main(["train", *TINY, "--out", str(run)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "in use by another training" in err and f"pid {os.getpid()}" in err
-        assert main(["train", "--resume", str(run)]) == 2
+        assert main(["train", "--resume", str(run), "--shac.iterations", "4"]) == 2  # extending it
         assert "in use by another training" in capsys.readouterr().err
-        assert (run / runner.LOCK_NAME).read_text() == lock_text
+        assert (run / run_folder.LOCK_NAME).read_text() == lock_text
     assert _listing(run) == before and len(seen["runs"]) == 1
-    with runner._run_lock(run, create=False):  # released when its holder ended
+    with run_folder.run_lock(run, create=False):  # released when its holder ended
         pass
 
 
@@ -228,3 +236,131 @@ def test_exit_status_tells_interrupted_from_finished(fake_loop, tmp_path: Path, 
     monkeypatch.setattr(runner, "_train_shac", interrupted_start_up)
     assert main(["train", *TINY, "--out", str(tmp_path / "other")]) == EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
+
+
+def _stamps(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file's bytes and modification time: what "nothing touched" compares."""
+    files = (p for p in sorted(folder.rglob("*")) if p.is_file())
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
+
+
+def test_resume_of_a_finished_run_says_so_and_touches_nothing(fake_loop, tmp_path: Path, capsys):
+    _, seen = fake_loop
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--shac.iterations", "3", "--out", str(run)]) == 0
+    capsys.readouterr()
+    before = _stamps(run)
+    for extra in ([], ["--shac.iterations", "3"]):
+        assert main(["train", "--resume", str(run), *extra]) == 0
+        out = capsys.readouterr()
+        assert out.out == f"{run} already finished at iteration 3; pass --shac.iterations M > 3 to extend it\n"
+        assert out.err == ""
+    assert main(["train", "--resume", str(run), "--shac.iterations", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "checkpointed at iteration 3, past shac.iterations 2" in err
+    assert _stamps(run) == before and len(seen["runs"]) == 1
+
+
+def test_resume_extends_a_finished_run_and_records_it(fake_loop, tmp_path: Path, capsys):
+    _, seen = fake_loop
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--shac.iterations", "4", "--run.checkpoint_every", "4", "--out", str(run)]) == 0
+    capsys.readouterr()
+    flags = ["--shac.iterations", "7", "--run.checkpoint_every", "2", "--run.eval_every", "5"]
+    assert main(["train", "--resume", str(run), *flags]) == 0
+    changes = "resume: shac.iterations 4 -> 7, run.eval_every 50 -> 5, run.checkpoint_every 4 -> 2"
+    assert changes in capsys.readouterr().out
+    resumed = seen["configs"][-1]
+    assert (resumed.shac.iterations, resumed.run.eval_every, resumed.run.checkpoint_every) == (7, 5, 2)
+    assert resumed.shac.num_envs == 4 and resumed.run.out == str(run)
+    assert _iterations(run) == list(range(1, 8)) and len(seen["finished"]) == 2
+    saved = json.loads((run / "config.json").read_text())
+    assert (saved["shac"]["iterations"], saved["run"]["eval_every"], saved["run"]["checkpoint_every"]) == (7, 5, 2)
+    assert saved["run"]["out"] == str(run) and saved["shac"]["horizon"] == 2
+    assert int(checkpoint.load_raw(run / checkpoint.CHECKPOINT_NAME)["iteration"]) == 7
+    assert main(["train", "--resume", str(run)]) == 0  # the extension is the run's length now
+    assert "already finished at iteration 7" in capsys.readouterr().out
+
+
+def test_an_unfinished_run_resumes_to_fewer_iterations_but_not_to_none(fake_loop, tmp_path: Path, capsys):
+    settings, _ = fake_loop
+    run = tmp_path / "run"
+    settings["kill_after"] = 4  # checkpointed at 4 of 10
+    with pytest.raises(Killed):
+        main(["train", *TINY, "--shac.iterations", "10", "--run.checkpoint_every", "4", "--out", str(run)])
+    settings["kill_after"] = None
+    before = _stamps(run)
+    assert main(["train", "--resume", str(run), "--shac.iterations", "4"]) == 2
+    assert "stopped at iteration 4 of 10" in capsys.readouterr().err
+    assert _stamps(run) == before
+    assert main(["train", "--resume", str(run), "--shac.iterations", "6"]) == 0
+    assert _iterations(run) == list(range(1, 7))
+    assert json.loads((run / "config.json").read_text())["shac"]["iterations"] == 6
+
+
+def test_resume_refuses_every_other_flag_by_name(fake_loop, tmp_path: Path, capsys):
+    _, seen = fake_loop
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--shac.iterations", "2", "--out", str(run)]) == 0
+    before = _stamps(run)
+    capsys.readouterr()
+    argv = ["--shac.iterations", "5", "--task.contact", "hard", "--out", "elsewhere", "--algo", "shac",
+            "--task.reward_weights.torques=-1e-4"]
+    assert main(["train", "--resume", str(run), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "takes only --shac.iterations, --run.eval_every, --run.checkpoint_every" in err
+    refused = err.rstrip().split(", not ")[1].split(", ")
+    assert sorted(refused) == ["--algo", "--out", "--task.contact", "--task.reward_weights.torques"]
+    assert main(["train", "--resume", str(run), "--run.checkpoint_every", "0", "--shac.iterations", "5"]) == 2
+    assert "run.checkpoint_every must be >= 1" in capsys.readouterr().err
+    assert _stamps(run) == before and len(seen["runs"]) == 1 and not (tmp_path / "elsewhere").exists()
+
+
+class Clock:
+    """``time.perf_counter`` for the runner: every reading is 10 s after the one before."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        self.now += 10.0
+        return self.now
+
+
+def test_a_resumed_run_continues_the_clocks_of_the_sessions_before(fake_loop, tmp_path: Path, monkeypatch):
+    settings, seen = fake_loop
+    monkeypatch.setattr(runner, "time", Clock())  # RunLog's start, then one reading per row
+    run = tmp_path / "run"
+    settings["kill_after"] = 5  # checkpointed at 4: row 5 comes again after the resume
+    with pytest.raises(Killed):
+        main(["train", *TINY, "--shac.iterations", "6", "--run.checkpoint_every", "2", "--out", str(run)])
+    assert [float(r["wall_s"]) for r in _rows(run)] == [10.0, 20.0, 30.0, 40.0, 50.0]
+    settings["kill_after"] = None
+    assert main(["train", "--resume", str(run)]) == 0
+    rows = _rows(run)
+    # Rows 5 and 6 continue from row 4's 40 s: 10 s and 20 s into the second session.
+    assert [float(r["wall_s"]) for r in rows] == [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    assert [float(r["train_wall_s"]) for r in rows] == [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    history = seen["finished_history"][-1]  # what summary.json (wall_seconds) and training.png are made from
+    assert [h["iteration"] for h in history] == list(range(1, 7))
+    assert history[-1]["wall_s"] == 60.0 and history[2]["eval/lin_vel_error"] == 0.1
+    assert "eval/lin_vel_error" not in history[1] and isinstance(history[0]["env_steps"], int)
+
+
+def test_a_garbled_checkpoint_is_refused_before_anything_is_written(fake_loop, tmp_path: Path, capsys):
+    settings, _ = fake_loop
+    run = tmp_path / "run"
+    settings["kill_after"] = 2
+    with pytest.raises(Killed):
+        main(["train", *TINY, "--shac.iterations", "4", "--run.checkpoint_every", "2", "--out", str(run)])
+    settings["kill_after"] = None
+    ckpt = run / checkpoint.CHECKPOINT_NAME
+    data = bytearray(ckpt.read_bytes())
+    data[-20:-4] = bytes(16)  # in the arrays: still valid msgpack, other numbers
+    ckpt.write_bytes(bytes(data))
+    before = _stamps(run)
+    assert main(["train", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: checkpoint {ckpt} is corrupt: its bytes do not match the sha256 checksum in its header\n"
+    assert _stamps(run) == before

@@ -49,7 +49,7 @@ def test_zero_action_stands_ten_seconds(contact):
 def test_trot_generator_lifts_diagonal_pairs_in_turn():
     """Zero actions on the trot generator: LF+RH swing while sin(2 pi phase) > 0, RF+LH while
     it is < 0, and the robot steps in place without falling."""
-    task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(frequency=2.0), **QUIET))
+    task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.3), **QUIET))
 
     def body(s, _):
         phase = s.info["gait_phase"]
@@ -110,7 +110,8 @@ def _inputs(task, state, **override):
     zeros3, zeros12 = jnp.zeros(3), jnp.zeros(12)
     fields = dict(
         lin_vel=zeros3, ang_vel=zeros3, gravity=jnp.array([0.0, 0.0, -1.0]), command=zeros3,
-        joint_pos=zeros12, joint_lower=zeros12 - 1, joint_upper=zeros12 + 1, torque=zeros12, action=zeros12,
+        joint_pos=zeros12, joint_lower=zeros12 - 1, joint_upper=zeros12 + 1, joint_default=zeros12,
+        torque=zeros12, action=zeros12, standing=jnp.asarray(0.0),
         last_action=zeros12, base_height=jnp.asarray(0.5), foot_weight=jnp.ones(4), foot_slip=jnp.zeros(4),
         air_time=jnp.zeros(4), touchdown=jnp.zeros(4), foot_height=jnp.zeros(4), swing_target=jnp.zeros(4),
         tracking_sigma=0.25, base_height_target=0.52,

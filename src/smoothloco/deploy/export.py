@@ -11,9 +11,13 @@ JAX policy function before anything is written.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +34,7 @@ from smoothloco.train.networks import actor_obs
 from smoothloco.train.runner import LoadedRun, load_run
 
 EXPORT_DIR = "export"
+EXPORT_FILES = ("robot.xml", "policy.onnx", "policy.json")  # policy.json last: it names the others
 INPUT_NAME, OUTPUT_NAME = "obs", "actions"
 OPSET = 17  # what onnxruntime releases of the last years on robot computers all run
 TOLERANCE = 1e-5  # max |ONNX - JAX| accepted on random observations
@@ -140,8 +145,9 @@ def onnx_error(model: onnx.ModelProto, run: LoadedRun, policy: MlpPolicy, sample
     return float(np.max(np.abs(exported - reference)))
 
 
-def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float) -> dict:
-    """``policy.json``: everything a player needs besides the network and the robot model."""
+def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: Path | None = None) -> dict:
+    """``policy.json``: everything a player needs besides the network and the robot model. With
+    ``folder`` (where ``policy.onnx`` was written), ``source`` records its sha256."""
     cfg, robot = task.config, task.robot
     missing = [name for name, *_ in OBS_LAYOUT if name not in player.OBSERVATION_TERMS]
     if missing:
@@ -193,6 +199,7 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float) -> dict:
             "env_steps": run.env_steps,
             "contact": cfg.contact,
             "onnx_max_abs_error": onnx_max_error,
+            **({"onnx_sha256": hashlib.sha256((folder / "policy.onnx").read_bytes()).hexdigest()} if folder else {}),
             "smoothloco": __version__,
         },
     }
@@ -201,10 +208,13 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float) -> dict:
 def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write ``policy.onnx``, ``policy.json`` and ``robot.xml`` (default ``RUN/export/``).
 
-    The ONNX policy is checked against the run's JAX policy (``TOLERANCE``) and the folder is
-    read back by the standalone player before this returns its path.
+    The ONNX policy is checked against the run's JAX policy (``TOLERANCE``) and the files are
+    read back by the standalone player, all in a temporary folder beside ``out``; only then do
+    they replace those in ``out``, so a failed export (a corrupt checkpoint, a policy that does
+    not match its ONNX graph) leaves an earlier good export as it was. Other files in ``out``
+    are left alone.
     """
-    run = load_run(run_dir)
+    run = load_run(run_dir)  # a corrupt or mismatched checkpoint fails here, before any writing
     task = VelocityTask(run.config.task)
     policy = mlp_policy(run, task.action_size)
     model = onnx_model(policy)
@@ -215,9 +225,25 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
             f"MLP policies with {policy.activation} hidden layers and a tanh-bounded mean"
         )
     out = Path(out_dir) if out_dir is not None else run.run_dir / EXPORT_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "robot.xml").write_bytes(task.robot.xml.encode())  # bytes as hashed by RobotSpec.model_hash
-    onnx.save(model, out / "policy.onnx")
-    (out / "policy.json").write_text(json.dumps(contract(run, task, error), indent=2) + "\n")
-    player.Player(out)  # the contract must be readable by the reference player
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))  # same file system: renames
+    except OSError as exc:
+        raise ExportError(f"cannot write the export to {out}: {exc.strerror or exc}") from exc
+    try:
+        (staging / "robot.xml").write_bytes(task.robot.xml.encode())  # bytes as hashed by RobotSpec.model_hash
+        onnx.save(model, staging / "policy.onnx")
+        (staging / "policy.json").write_text(json.dumps(contract(run, task, error, staging), indent=2) + "\n")
+        player.Player(staging)  # the contract must be readable by the reference player
+        for name in EXPORT_FILES:
+            with (staging / name).open("rb") as f:
+                os.fsync(f.fileno())
+        out.mkdir(exist_ok=True)
+        # Each file is renamed into place (atomic); policy.json, which names the others, last.
+        for name in EXPORT_FILES:
+            os.replace(staging / name, out / name)
+    except OSError as exc:
+        raise ExportError(f"cannot write the export to {out}: {exc.strerror or exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return out

@@ -69,7 +69,9 @@ CONTRACT_SCHEMA: Schema = {
     "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list},
     "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list, "initial_base_height": float},
     "policy": {"file": str, "input": str, "output": str},
-    "source": dict,  # where the policy came from (run, algorithm, ...): informational, not checked
+    # where the policy came from (run, algorithm, ...): informational, except onnx_sha256, which
+    # policy.onnx must match
+    "source": dict,
 }
 TERM_SCHEMA: Schema = {"name": str, "size": int, "scale": list, "description": str}
 
@@ -190,7 +192,7 @@ class Player:
         self._load_timing(c["timing"])
         self._load_observation(c["observation"], c["action"])
         self._load_gait(c["gait"])
-        self._load_policy(c["policy"])
+        self._load_policy(c["policy"], c["source"].get("onnx_sha256"))
 
     # -- validation ---------------------------------------------------------------------------
     def _load_robot(self, robot: dict, joints: dict, termination: dict) -> None:
@@ -306,10 +308,15 @@ class Player:
         n = len(self.dof_ids)
         self.swing_offsets = np.stack([_number_list(row, n, f"gait.swing_offsets[{i}]") for i, row in enumerate(rows)])
 
-    def _load_policy(self, policy: dict) -> None:
+    def _load_policy(self, policy: dict, sha256: str | None) -> None:
         onnx_file = self.export_dir / policy["file"]
         if not onnx_file.is_file():
             raise PolicyContractError(f"policy network {onnx_file} is missing")
+        # Exports before the checksum have none; a garbled network could otherwise still load.
+        if sha256 is not None and hashlib.sha256(onnx_file.read_bytes()).hexdigest() != sha256:
+            raise PolicyContractError(
+                f"{onnx_file} does not match policy.json source.onnx_sha256 (corrupted or replaced); export the run again"
+            )
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # a small MLP: threads cost more than they save
         try:

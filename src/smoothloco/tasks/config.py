@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from smoothloco.sim import CONTACT_MODELS
+from smoothloco.validation import require_finite
 
 Range = tuple[float, float]
 
@@ -32,7 +33,10 @@ DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
     "foot_slip": -0.1,
     "base_height": -30.0,
     "feet_air_time": 0.0,
-    "feet_swing_height": 0.0,
+    # The gait: follow the clock's foot heights while moving, keep the standing pose at a zero
+    # command. With them and no generator SHAC finds its own trot (docs/own-gait.md).
+    "feet_swing_height": 3.0,
+    "stand_still": -1.0,
 }
 
 
@@ -42,9 +46,11 @@ class CommandConfig:
     lin_vel_y: Range = (-1.0, 1.0)  # m/s
     yaw_rate: Range = (-1.0, 1.0)  # rad/s
     resample_seconds: Range = (4.0, 10.0)
-    zero_probability: float = 0.1  # share of stand-still commands
+    # share of stand-still commands; 0.1 left the self-stepping policy stepping in place at zero
+    zero_probability: float = 0.2
 
     def __post_init__(self) -> None:
+        require_finite("task.commands", self)
         for name in ("lin_vel_x", "lin_vel_y", "yaw_rate"):
             _check_range(f"commands.{name}", getattr(self, name))
         _check_range("commands.resample_seconds", self.resample_seconds, lower_bound=1e-6)
@@ -59,6 +65,7 @@ class PushConfig:
     interval_seconds: Range = (5.0, 10.0)
 
     def __post_init__(self) -> None:
+        require_finite("task.pushes", self)
         if self.max_speed < 0:
             raise ValueError(f"pushes.max_speed must be >= 0, got {self.max_speed}")
         _check_range("pushes.interval_seconds", self.interval_seconds, lower_bound=1e-6)
@@ -75,6 +82,7 @@ class RandomizationConfig:
     motor_strength: Range = (0.9, 1.1)
 
     def __post_init__(self) -> None:
+        require_finite("task.randomization", self)
         _check_range("randomization.friction", self.friction, lower_bound=0.0)
         _check_range("randomization.added_base_mass", self.added_base_mass)
         for name in ("kp_scale", "kd_scale", "motor_strength"):
@@ -97,12 +105,14 @@ class GaitConfig:
     """
 
     frequency: float = 2.0  # Hz, full gait cycles per second; 0 stops the clock (and both uses)
-    # rad of HFE flexion at mid-swing, the knee flexes twice as much; 0 turns the generator off.
-    # Without generator and swing target SHAC learned to stand (lin. error 0.39 m/s).
-    hip_amplitude: float = 0.3
+    # rad of HFE flexion at mid-swing, the knee flexes twice as much; 0 (default) turns the
+    # generator off. Without generator and swing target SHAC learned to stand (lin. error 0.39
+    # m/s); with the swing target alone it walks better than with the generator (docs/own-gait.md).
+    hip_amplitude: float = 0.0
     swing_height: float = 0.08  # m, peak foot height of the swing target
 
     def __post_init__(self) -> None:
+        require_finite("task.gait", self)
         if not self.frequency >= 0:
             raise ValueError(f"gait.frequency must be >= 0 Hz (0 = off), got {self.frequency}")
         if not self.hip_amplitude >= 0:
@@ -142,6 +152,7 @@ class VelocityTaskConfig:
     reward_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_REWARD_WEIGHTS))
 
     def __post_init__(self) -> None:
+        require_finite("task", self)
         if self.contact not in CONTACT_MODELS:
             raise ValueError(f"unknown contact model {self.contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
         if not self.sharpness > 0:

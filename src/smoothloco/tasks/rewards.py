@@ -21,6 +21,7 @@ class RewardInputs:
     joint_pos: jax.Array  # (12,)
     joint_lower: jax.Array
     joint_upper: jax.Array
+    joint_default: jax.Array  # (12,) the standing pose
     torque: jax.Array  # (12,)
     action: jax.Array
     last_action: jax.Array
@@ -31,6 +32,7 @@ class RewardInputs:
     touchdown: jax.Array  # (4,) 1 where a foot landed this step
     foot_height: jax.Array  # (4,) foot sphere height above the ground (negative: sunk in)
     swing_target: jax.Array  # (4,) foot height the gait clock asks for (0: stand)
+    standing: jax.Array  # () 1 when the command asks the robot to stand still
     tracking_sigma: float = struct.field(pytree_node=False)
     base_height_target: float = struct.field(pytree_node=False)
 
@@ -103,6 +105,12 @@ def feet_swing_height(x: RewardInputs) -> jax.Array:
     return jnp.exp(-jnp.sum(miss**2) / SWING_SIGMA)
 
 
+def stand_still(x: RewardInputs) -> jax.Array:
+    """At a zero command, distance (L1) of the joints from the standing pose (legged_gym's
+    term): the swing kernel barely notices a foot lifted a centimetre, this does."""
+    return x.standing * jnp.sum(jnp.abs(x.joint_pos - x.joint_default))
+
+
 # m^2; the kernel width. Not stepping at all (0.08 m swings, feet sunk 3 cm) scores about 0.5,
 # where the kernel's slope is still large.
 SWING_SIGMA = 0.02
@@ -124,5 +132,6 @@ REWARD_TERMS: dict[str, Callable[[RewardInputs], jax.Array]] = {
         base_height,
         feet_air_time,
         feet_swing_height,
+        stand_still,
     )
 }

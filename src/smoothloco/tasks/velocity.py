@@ -220,6 +220,7 @@ class VelocityTask(Env):
             joint_pos=physics.q[7:],
             joint_lower=self._joint_lower,
             joint_upper=self._joint_upper,
+            joint_default=self._default_pose,
             torque=contact.torque,
             action=action,
             last_action=info["last_action"],
@@ -230,6 +231,7 @@ class VelocityTask(Env):
             touchdown=touchdown.astype(jnp.float32),
             foot_height=contact.gap,
             swing_target=self.swing_target(phase, info["command"]),
+            standing=(jnp.linalg.norm(info["command"]) <= STANDING_COMMAND).astype(jnp.float32),
             tracking_sigma=self.config.tracking_sigma,
             base_height_target=self.config.base_height_target,
         )

@@ -187,10 +187,10 @@ def _checkpoint_tree(params: tuple, iteration: int, env_steps: int) -> dict:
     }
 
 
-def load_policy(config: TrainConfig, raw: dict) -> tuple[Callable, tuple, int, int]:
-    """From a PPO checkpoint read with ``checkpoint.load_raw``: Brax's ``make_policy``,
-    ``(normalizer, policy params)``, iteration and env steps. KeyError/ValueError if it does not
-    match the config."""
+def load_policy(config: TrainConfig, raw: dict, ckpt_path: Path) -> tuple[Callable, tuple, int, int]:
+    """From a PPO checkpoint (``ckpt_path``) read with ``checkpoint.load_raw``: Brax's
+    ``make_policy``, ``(normalizer, policy params)``, iteration and env steps. KeyError/ValueError
+    or ``checkpoint.CheckpointMismatch`` if it does not match the config."""
     from flax import serialization
 
     c = config.ppo
@@ -204,8 +204,11 @@ def load_policy(config: TrainConfig, raw: dict) -> tuple[Callable, tuple, int, i
     networks = network_factory(c)(size, task.action_size, preprocess_observations_fn=normalize)
     make_policy = ppo_networks.make_inference_fn(networks)
     policy_template = networks.policy_network.init(jax.random.PRNGKey(0))
+    normalizer_template = running_statistics.init_state(obs_spec)
+    for key, template in (("normalizer", normalizer_template), ("policy_params", policy_template)):
+        checkpoint.check_matches(ckpt_path, raw[key], template, where=key, what="config.json")
     params = (
-        serialization.from_state_dict(running_statistics.init_state(obs_spec), raw["normalizer"]),
+        serialization.from_state_dict(normalizer_template, raw["normalizer"]),
         serialization.from_state_dict(policy_template, raw["policy_params"]),
     )
     return make_policy, params, int(raw["iteration"]), int(raw["env_steps"])

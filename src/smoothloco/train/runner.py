@@ -1,24 +1,18 @@
-"""A training run, SHAC or PPO: run folder, live progress, metrics (CSV + TensorBoard),
-checkpoints, periodic evaluation, plots and a summary. Returns ``(make_policy, params, metrics)``.
+"""A training run, SHAC or PPO: live progress, metrics, checkpoints, periodic evaluation, plots
+and a summary, in a run folder (``run_folder``: its lock, ``config.json``, ``metrics.csv``).
+Returns ``(make_policy, params, metrics)``.
 
 Both algorithms report into one ``RunLog``, so their folders, evaluations and timings are the
-same kind of thing and can be compared (``smoothloco compare``).
-
-A run folder is held with an exclusive lock while it trains, and ``metrics.csv`` is only ever
-appended to (a resume first drops the rows written after its checkpoint), so neither a second
-training nor a ``kill -9`` can mix up or lose its rows."""
+same kind of thing and can be compared (``smoothloco compare``). A resumed run continues the
+previous sessions' rows and clocks, so its metrics, plots and summary cover the whole run."""
 
 from __future__ import annotations
 
 import contextlib
-import csv
-import fcntl
 import functools
 import gc
 import hashlib
-import io
 import json
-import os
 import platform
 import signal
 import time
@@ -39,20 +33,26 @@ from smoothloco.train import checkpoint, ppo
 from smoothloco.train.networks import actor_obs as actor_obs_of
 from smoothloco.train.networks import make_policy_factory
 from smoothloco.train.ppo import PPOConfig
+from smoothloco.train.run_folder import (
+    CONFIG_NAME,
+    MetricsLog,
+    RunAlreadyFinished,
+    RunFolderError,
+    check_new_run_folder,
+    parsed_row,
+    run_lock,
+    write_config,
+)
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
 from smoothloco.validation import require_finite
 
 ProgressFn = Callable[[int, dict], None]
 ALGORITHMS = ("shac", "ppo")
-LOCK_NAME = ".train.lock"  # held (flock) by the training in the folder; never deleted, see _run_lock
+# What a resume may change: how long the run trains and how often it evaluates and checkpoints.
+RESUME_SETTINGS = (("shac", "iterations"), ("run", "eval_every"), ("run", "checkpoint_every"))
 # The training-time evaluation (``command_evaluator``'s default) scores a command only after it
 # has held this long, so a shorter evaluation would have nothing to score.
 EVAL_SETTLE_SECONDS = 1.0
-
-
-class RunFolderError(RuntimeError):
-    """The run folder cannot be trained in: another training holds it, it is not a run folder,
-    or its ``metrics.csv`` cannot be continued."""
 
 
 @dataclass(frozen=True)
@@ -156,22 +156,26 @@ class LoadedRun:
 
 def load_run(run_dir: str | Path) -> LoadedRun:
     """Read ``config.json`` and the policy part of ``checkpoint.msgpack`` (SHAC or PPO) without
-    building the training environment; a clear error if the folder is not a run."""
+    building the training environment; a clear error if the folder is not a run or the
+    checkpoint's arrays are not those ``config.json`` builds."""
     run_dir = Path(run_dir)
-    config_file, ckpt_path = run_dir / "config.json", run_dir / checkpoint.CHECKPOINT_NAME
+    config_file, ckpt_path = run_dir / CONFIG_NAME, run_dir / checkpoint.CHECKPOINT_NAME
     if not config_file.is_file():
         raise checkpoint.CheckpointError(f"{run_dir} is not a run folder: no config.json")
-    config = TrainConfig.from_dict(json.loads(config_file.read_text()))
+    try:
+        config = TrainConfig.from_dict(json.loads(config_file.read_text()))
+    except (KeyError, ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        raise checkpoint.CheckpointError(f"{config_file} is not a readable run configuration: {exc!r}") from exc
     raw = checkpoint.load_raw(ckpt_path)
     try:
         load = _load_shac_policy if config.algo == "shac" else ppo.load_policy
-        make_policy, params, iteration, env_steps = load(config, raw)
+        make_policy, params, iteration, env_steps = load(config, raw, ckpt_path)
     except (KeyError, ValueError, TypeError) as exc:
         raise checkpoint.CheckpointError(f"checkpoint {ckpt_path} does not match {config_file}: {exc}") from exc
     return LoadedRun(run_dir, config, make_policy, params, iteration, env_steps)
 
 
-def _load_shac_policy(config: TrainConfig, raw: dict) -> tuple[Callable, tuple, int, int]:
+def _load_shac_policy(config: TrainConfig, raw: dict, ckpt_path: Path) -> tuple[Callable, tuple, int, int]:
     from flax import serialization
 
     from smoothloco.train.networks import Actor
@@ -184,6 +188,8 @@ def _load_shac_policy(config: TrainConfig, raw: dict) -> tuple[Callable, tuple, 
     actor_template = actor.init(jax.random.PRNGKey(0), actor_obs_of(obs))
     normalizer_template = running_statistics.init_state(jax.tree.map(lambda x: specs.Array(x.shape, np.float32), obs))
     train_state = raw["0"]  # the checkpoint is (train_state, env_state)
+    for key, template in (("normalizer", normalizer_template), ("actor_params", actor_template)):
+        checkpoint.check_matches(ckpt_path, train_state[key], template, where=f"train_state/{key}", what=CONFIG_NAME)
     params = (
         serialization.from_state_dict(normalizer_template, train_state["normalizer"]),
         serialization.from_state_dict(actor_template, train_state["actor_params"]),
@@ -250,24 +256,34 @@ def host_compile_cache(root: str) -> str:
 
 def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | None = None):
     """Train in ``config.run.out`` (a new run, or with ``resume`` the run there) and return
-    ``(make_policy, params, history)``; ``interrupted(config, history)`` tells a stop on
+    ``(make_policy, params, history)``, ``history`` holding the whole run's metrics rows (a
+    resume's earlier sessions' included); ``interrupted(config, history)`` tells a stop on
     SIGINT/SIGTERM (checkpoint saved) from a finished run. Nothing is written into a folder that
-    another training holds or that is neither empty nor a run folder (``RunFolderError``)."""
+    another training holds or that is neither empty nor a run folder (``RunFolderError``).
+
+    A resume trains from the checkpoint's iteration to ``config.iterations``, which may differ
+    from the recorded one (``config.json`` is updated, as are ``run.eval_every`` and
+    ``run.checkpoint_every``); it must not be below the checkpoint's, and a run already at its
+    last iteration raises ``RunAlreadyFinished`` before anything is touched."""
     run_dir = Path(config.run.out)
     ckpt_path = run_dir / checkpoint.CHECKPOINT_NAME
     if resume and config.algo != "shac":
         raise ValueError(f"{run_dir}: only SHAC runs resume; Brax's PPO restarts its optimizer and environments")
+    saved = _check_resumable(run_dir, ckpt_path, config) if resume else None
     if not resume:
-        _check_new_run_folder(run_dir)
-    with _run_lock(run_dir, create=not resume):
+        check_new_run_folder(run_dir)
+    with run_lock(run_dir, create=not resume):
         if not resume and ckpt_path.exists():
             raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or choose another --out")
         jax.config.update("jax_compilation_cache_dir", host_compile_cache(config.run.compile_cache))
+        # A resume records what it changed once it trains (its checkpoint loaded, its first
+        # update done), so a resume that fails leaves config.json as it was.
+        record_changes = functools.partial(_record_resume_settings, run_dir, saved, config) if resume else None
         if not resume:
-            (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+            write_config(run_dir, config.to_dict())
 
         with _StopRequested() as stop:
-            log = RunLog(run_dir, config, stop, progress_fn, resume)
+            log = RunLog(run_dir, config, stop, progress_fn, resume, on_first_row=record_changes)
             try:
                 if config.algo == "shac":
                     make_policy, params, stopped = _train_shac(config, log, ckpt_path, resume)
@@ -278,65 +294,59 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
         if stopped:
             print(f"stopped at iteration {log.history[-1]['iteration']}; checkpoint in {ckpt_path}", flush=True)
         else:
-            _finish(run_dir, config, log.history, log.evaluation, log.first_iteration_s)
-    return make_policy, params, log.history
+            _finish(run_dir, config, log.run_history, log.evaluation, log.first_iteration_s)
+    return make_policy, params, log.run_history
+
+
+def _check_resumable(run_dir: Path, ckpt_path: Path, config: TrainConfig) -> dict:
+    """Before anything is written: the recorded ``config.json`` of the run to resume, after
+    checking that its checkpoint has iterations left to train up to ``config.iterations``."""
+    done = checkpoint.saved_iteration(ckpt_path)
+    config_file = run_dir / CONFIG_NAME
+    try:
+        saved = json.loads(config_file.read_text())
+        planned = int(saved["shac"]["iterations"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RunFolderError(f"{config_file} is not a readable run configuration: {exc!r}") from exc
+    wanted = config.iterations
+    if done > wanted:
+        raise RunFolderError(
+            f"{run_dir} is checkpointed at iteration {done}, past shac.iterations {wanted}; "
+            f"pass --shac.iterations >= {done}"
+        )
+    if done == wanted:
+        if planned <= done:
+            raise RunAlreadyFinished(run_dir, done)
+        raise RunFolderError(
+            f"{run_dir} stopped at iteration {done} of {planned}; shac.iterations {wanted} would leave nothing "
+            f"to train: pass more than {done}, or leave it out to train to {planned}"
+        )
+    return saved
+
+
+def _record_resume_settings(run_dir: Path, saved: dict, config: TrainConfig) -> None:
+    """Write the settings a resume changed (``RESUME_SETTINGS``) into ``config.json``, the rest
+    as recorded (``run.out`` included: where the run was made), and say what changed."""
+    updated = json.loads(json.dumps(saved))
+    changes = []
+    for section, key in RESUME_SETTINGS:
+        value = getattr(getattr(config, section), key)
+        before = updated.setdefault(section, {}).get(key)
+        if before != value:
+            updated[section][key] = value
+            changes.append(f"{section}.{key} {before} -> {value}")
+    if changes:
+        write_config(run_dir, updated)
+        extra = ""
+        if any(c.startswith("shac.iterations") for c in changes):
+            extra = " (the learning-rate decay and sharpness schedule now end at the new last iteration)"
+        print(f"resume: {', '.join(changes)}{extra}", flush=True)
 
 
 def interrupted(config: TrainConfig, history: list[dict]) -> bool:
     """Whether ``train`` returned ``history`` after a SIGINT/SIGTERM stopped it before its last
     iteration (its checkpoint resumes it), rather than at the end of the run."""
     return bool(history) and history[-1]["iteration"] < config.iterations
-
-
-def _is_run_folder(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a ``config.json`` written by ``train`` (a JSON object with its sections)."""
-    try:
-        saved = json.loads((run_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(saved, dict) and {"task", "shac", "run"} <= saved.keys()
-
-
-def _check_new_run_folder(run_dir: Path) -> None:
-    """Refuse, before anything is written, a folder that a new run must not write into: a file,
-    or a non-empty folder that is not a run folder (its own ``config.json`` would be overwritten)."""
-    if not run_dir.exists():
-        return
-    if not run_dir.is_dir():
-        raise RunFolderError(f"{run_dir} is a file, not a folder; choose another --out")
-    if {p.name for p in run_dir.iterdir()} - {LOCK_NAME} and not _is_run_folder(run_dir):
-        raise RunFolderError(
-            f"{run_dir} is not empty and not a run folder (no config.json from smoothloco train); "
-            "refusing to write into it: choose a new or empty --out"
-        )
-
-
-@contextlib.contextmanager
-def _run_lock(run_dir: Path, create: bool):
-    """Hold an exclusive lock on ``run_dir`` while the block runs, so a second training there is
-    refused instead of mixing its files with this one's. ``flock`` on a file inside the folder:
-    the kernel releases it when the process ends, however it ends (kill -9 included), so the
-    file is left in place and a stale lock cannot exist. The holder's pid goes into the file for
-    the refusal message. With ``create`` the folder is made first (a new run)."""
-    try:
-        if create:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise RunFolderError(f"cannot use {run_dir} as a run folder: {exc.strerror or exc}") from exc
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise RunFolderError(
-                f"{run_dir} is in use by another training (pid {holder}); wait for it to end or choose another folder"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool) -> tuple[Callable, tuple, bool]:
@@ -352,7 +362,7 @@ def _train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool)
     with _gc_paused():
         train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(c.seed))
     if resume:
-        train_state, env_state = checkpoint.load(ckpt_path, (train_state, env_state))
+        train_state, env_state = _load_shac_checkpoint(ckpt_path, (train_state, env_state), c.num_envs)
         print(f"resumed {ckpt_path} at iteration {int(train_state.iteration)}", flush=True)
     train_state = jax.device_put(train_state, replicated())
     env_state = shard_batch(env_state)
@@ -376,6 +386,24 @@ def _train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool)
     return make_policy, (train_state.normalizer, train_state.actor_params), False
 
 
+def _load_shac_checkpoint(path: Path, template: tuple, num_envs: int) -> tuple:
+    """``(train_state, env_state)`` from ``path``; a checkpoint of another environment count is
+    named as such (its environment arrays differ in their leading axis alone)."""
+    try:
+        return checkpoint.load(path, template, names=("train_state", "env_state"))
+    except checkpoint.CheckpointMismatch as exc:
+        counts = {
+            d.saved[0]
+            for d in exc.differences
+            if d.path.startswith("env_state/") and d.saved and d.expected and d.saved[1:] == d.expected[1:]
+        }
+        if len(counts) == 1:
+            raise checkpoint.CheckpointError(
+                f"checkpoint {path} holds {counts.pop()} environments; the configuration asks shac.num_envs {num_envs}"
+            ) from exc
+        raise
+
+
 class RunLog:
     """What a training loop reports into: timing (with evaluation time kept apart), the shared
     command-grid evaluation, metrics files, progress lines and the stop flag."""
@@ -387,6 +415,7 @@ class RunLog:
         stop: _StopRequested,
         progress_fn: ProgressFn | None,
         resume: bool = False,
+        on_first_row: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.history: list[dict] = []
@@ -394,21 +423,46 @@ class RunLog:
         self.first_iteration_s: float | None = None
         self._stop = stop
         self._progress_fn = progress_fn
-        self._metrics = _MetricsLog(run_dir, resume)
+        self._metrics = MetricsLog(run_dir, resume)
         self._evaluate: Callable | None = None
         self._eval_s = 0.0
         self._start = time.perf_counter()
+        # A resume's earlier sessions: their rows (kept in metrics.csv) and where their clocks
+        # stopped, which this session's clocks continue from. Known at the first row.
+        self.previous: list[dict] = []
+        self._clock_offsets: tuple[float, float] | None = None
+        self._on_first_row = on_first_row
 
     @property
     def stop_requested(self) -> bool:
         return self._stop.requested
 
+    @property
+    def run_history(self) -> list[dict]:
+        """The whole run's rows: the earlier sessions' (read back from metrics.csv) and this one's."""
+        return self.previous + self.history
+
     def row(self, iteration: int, env_steps: int) -> dict:
         """The start of a metrics row: counters and both clocks. ``train_wall_s`` leaves out the
-        time spent evaluating, so the algorithms' speeds compare whatever the evaluation schedule."""
-        wall = time.perf_counter() - self._start
-        self.first_iteration_s = self.first_iteration_s or wall
-        return {"iteration": iteration, "env_steps": env_steps, "wall_s": wall, "train_wall_s": wall - self._eval_s}
+        time spent evaluating, so the algorithms' speeds compare whatever the evaluation schedule.
+        A resumed run's clocks continue from the last row its checkpoint kept."""
+        session = time.perf_counter() - self._start
+        self.first_iteration_s = self.first_iteration_s or session
+        if self._clock_offsets is None:
+            path = self._metrics.csv_path
+            self.previous = [parsed_row(r, path) for r in self._metrics.kept_rows(iteration)]
+            last = self.previous[-1] if self.previous else {}
+            wall = last.get("wall_s", 0.0)
+            self._clock_offsets = (wall, last.get("train_wall_s", wall))
+            if self._on_first_row is not None:
+                self._on_first_row()
+        wall, train_wall = self._clock_offsets
+        return {
+            "iteration": iteration,
+            "env_steps": env_steps,
+            "wall_s": wall + session,
+            "train_wall_s": train_wall + session - self._eval_s,
+        }
 
     def evaluate(self, make_policy: Callable, params) -> dict:
         """The deterministic policy on the command grid, as ``eval/<metric>`` entries. The
@@ -424,7 +478,7 @@ class RunLog:
     def record(self, row: dict, iterations: int) -> None:
         self._metrics.write(row)
         self.history.append(row)
-        _print_progress(row, self.history, iterations, self.config.algo)
+        _print_progress(row, self.history, iterations, self.config.algo, self.first_iteration_s)
         if self._progress_fn:
             self._progress_fn(row["iteration"], row)
 
@@ -449,15 +503,15 @@ _PROGRESS_FIELDS = (
 )
 
 
-def _print_progress(row: dict, history: list[dict], iterations: int, algo: str) -> None:
-    first = history[0]  # its time includes compilation, so speeds are measured from it on
+def _print_progress(row: dict, history: list[dict], iterations: int, algo: str, first_iteration_s: float) -> None:
+    first = history[0]  # this session's first row: its time includes compilation, so speeds are measured from it on
     done_here = row["iteration"] - first["iteration"]
     seconds = row["train_wall_s"] - first["train_wall_s"]
     steps_per_s = (row["env_steps"] - first["env_steps"]) / seconds if done_here else float("nan")
     if done_here:
         timing = f"ETA {seconds / done_here * (iterations - row['iteration']) / 60:.1f} min"
     else:  # nothing to extrapolate from yet: this row's time is mostly compilation
-        timing = f"first iteration after {row['wall_s']:.0f} s (compilation included)"
+        timing = f"first iteration after {first_iteration_s:.0f} s (compilation included)"
     fields = " ".join(f"{label} {row[key]:{fmt}}" for key, label, fmt in _PROGRESS_FIELDS if key in row)
     extra = ""
     if "eval/lin_vel_error" in row:
@@ -470,92 +524,6 @@ def _print_progress(row: dict, history: list[dict], iterations: int, algo: str) 
         f"{timing}{extra}",
         flush=True,
     )
-
-
-class _MetricsLog:
-    """``metrics.csv``, one row per iteration, and the same scalars to TensorBoard.
-
-    Rows are appended and flushed one at a time, never rewritten: a kill -9 can at most tear the
-    last line, and an iteration costs the same at row 3,000 as at row 3 (rewriting the whole
-    file every iteration had slowed a tiny run's iterations from 30 ms to 139 ms). A new run
-    starts the file afresh; a resumed one keeps the rows before its first new iteration, so
-    the rows written after its checkpoint and a torn last line go. The file is replaced as a
-    whole (atomically) only then and when a row brings a new column (the first evaluation)."""
-
-    def __init__(self, run_dir: Path, resume: bool) -> None:
-        from tensorboardX import SummaryWriter
-
-        self._resume = resume
-        self.csv_path = run_dir / "metrics.csv"
-        self.writer = SummaryWriter(str(run_dir / "tensorboard"))
-        self._fields: list[str] = []
-        self._file: io.TextIOWrapper | None = None
-
-    def write(self, row: dict) -> None:
-        if self._file is None:
-            kept = _metrics_rows_before(self.csv_path, row["iteration"]) if self._resume else []
-            self._replace(list(dict.fromkeys(k for r in (*kept, row) for k in r)), kept)
-        elif not row.keys() <= set(self._fields):
-            self._file.close()
-            self._file = None
-            _, rows = _read_metrics(self.csv_path)
-            self._replace(list(dict.fromkeys([*self._fields, *row])), rows)
-        csv.DictWriter(self._file, self._fields).writerow(row)
-        self._file.flush()  # in the kernel's hands: survives the process being killed
-        for key, value in row.items():
-            if key not in ("iteration", "env_steps"):
-                self.writer.add_scalar(key, value, row["env_steps"])
-
-    def _replace(self, fields: list[str], rows: list[dict]) -> None:
-        """Write ``fields`` and ``rows`` to a temporary file, fsync, rename it over ``metrics.csv``
-        and keep it open for appending: a kill at any point leaves the old file or the new one."""
-        tmp = self.csv_path.with_name(self.csv_path.name + ".tmp")
-        with tmp.open("w", newline="") as f:
-            out = csv.DictWriter(f, fields)
-            out.writeheader()
-            out.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.csv_path)
-        self._fields = fields
-        self._file = self.csv_path.open("a", newline="")
-
-    def sync(self) -> None:
-        """fsync the rows written so far (``flush`` alone survives a kill, not a power cut)."""
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        if self._file is not None:
-            self.sync()
-            self._file.close()
-        self.writer.close()
-
-
-def _read_metrics(path: Path) -> tuple[list[str], list[dict]]:
-    """The header and the complete rows of a ``metrics.csv`` (none if there is no file). A last
-    line without its newline is a row torn by a kill and is left out; any other row that does
-    not fit the header is a ``RunFolderError`` naming the file and line."""
-    if not path.exists():
-        return [], []
-    with path.open(newline="") as f:
-        text = f.read()
-    reader = csv.DictReader(io.StringIO(text[: text.rfind("\n") + 1], newline=""))
-    rows = list(reader)
-    for line, r in enumerate(rows, start=2):
-        if None in r or None in r.values() or "iteration" not in r:
-            raise RunFolderError(f"{path} line {line} is corrupt (does not match the header); move it away to continue")
-    return list(reader.fieldnames or []), rows
-
-
-def _metrics_rows_before(path: Path, iteration: int) -> list[dict]:
-    """The rows of ``path`` for iterations before ``iteration`` (where a resumed run continues)."""
-    _, rows = _read_metrics(path)
-    try:
-        return [r for r in rows if int(r["iteration"]) < iteration]
-    except ValueError as exc:
-        raise RunFolderError(f"{path} is corrupt: {exc}; move it away to continue") from exc
 
 
 def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation: dict, first_iteration_s: float) -> None:
