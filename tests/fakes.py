@@ -14,7 +14,7 @@ from smoothloco.robot import RobotSpec
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import make_policy_factory
-from smoothloco.train.runner import TrainConfig
+from smoothloco.train.runs import TrainConfig
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
 
 SLED_MASS = 2.0

@@ -16,7 +16,7 @@ from smoothloco.deploy.player import PolicyContractError
 from smoothloco.tasks import VelocityTask
 from smoothloco.train import checkpoint, runner
 from smoothloco.train.checkpoint import CheckpointError
-from smoothloco.train.runner import TrainConfig, load_run
+from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
 
 SHAC_TINY = SHACConfig(

@@ -1,13 +1,19 @@
 """Command-line errors are clear and lose nothing."""
 
+import argparse
+import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from smoothloco.argtypes import config_value
 from smoothloco.cli import build_parser, main
+from smoothloco.train import cli as train_cli
 from smoothloco.train.cli import config_from_args
+from smoothloco.train.runs import TrainConfig
 
 
 def test_flags_reach_the_config():
@@ -51,3 +57,109 @@ def test_bench_counts_must_be_positive_whole_numbers(flag, value, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "sim", flag, value])
     assert f"expected a whole number >= 1, got '{value}'" in capsys.readouterr().err
+
+
+# -- habits: no prefix matching, help on every flag, typed messages, --config ----------------------
+def _parsers(parser):
+    """``parser`` and every subcommand parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_parser_refuses_abbreviations(capsys):
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) >= 8 and all(not p.allow_abbrev for p in parsers), [p.prog for p in parsers if p.allow_abbrev]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--shac.iteration", "3"])
+    assert "unrecognized arguments: --shac.iteration" in capsys.readouterr().err
+
+
+def test_every_train_flag_has_help():
+    (train,) = [p for p in _parsers(build_parser()) if p.prog.endswith(" train")]
+    flags = [a for a in train._actions if a.option_strings and a.dest != "help"]
+    assert len(flags) > 90
+    missing = [a.option_strings[0] for a in flags if not a.help or a.help.startswith("(default")]
+    assert not missing
+    train.format_help()  # every help string formats (a bare % would raise here)
+    assert not set(train_cli.HELP) - {name for name, _, _ in train_cli.config_flags()}, "HELP names a flag that is gone"
+
+
+def test_generated_help_names_the_field_and_its_type():
+    assert train_cli.flag_help("shac.some_new_knob", int) == "some new knob (shac; a whole number)"
+    assert "reward term" in train_cli.flag_help("task.reward_weights.torques", float)
+
+
+@pytest.mark.parametrize(
+    "flag,value,expected",
+    [
+        ("--shac.horizon", "x", "argument --shac.horizon: expected a whole number, got 'x'"),
+        ("--shac.horizon", "2.5", "argument --shac.horizon: expected a whole number, got '2.5'"),
+        ("--task.sim_dt", "fast", "argument --task.sim_dt: expected a number, got 'fast'"),
+        ("--task.pushes.enabled", "maybe", "argument --task.pushes.enabled: expected true or false, got 'maybe'"),
+        ("--task.commands.lin_vel_x", "0.5", "argument --task.commands.lin_vel_x: expected 2 comma-separated numbers"),
+        ("--shac.actor_hidden", "64,a", "argument --shac.actor_hidden: expected comma-separated whole numbers"),
+    ],
+)
+def test_type_errors_name_the_flag_and_the_type(flag, value, expected, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", f"{flag}={value}"])
+    err = capsys.readouterr().err
+    assert expected in err and "<lambda>" not in err
+
+
+def test_config_values_parse():
+    assert config_value(bool)("Off") is False and config_value(bool)("yes") is True
+    assert config_value(tuple[float, float])("-1,2.5") == (-1.0, 2.5)
+    assert config_value(tuple[int, ...])("") == () and config_value(tuple[int, ...])("8,8") == (8, 8)
+
+
+def test_config_reproduces_a_saved_run_and_flags_override_it(tmp_path: Path):
+    saved = TrainConfig(
+        algo="shac",
+        task=replace(TrainConfig().task, contact="hard", reward_weights={**TrainConfig().task.reward_weights, "torques": -1e-3}),
+        shac=replace(TrainConfig().shac, horizon=8, iterations=7, actor_hidden=(16, 16)),
+        run=replace(TrainConfig().run, out=str(tmp_path / "old"), eval_every=3),
+    )
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text(json.dumps(saved.to_dict()))
+    parse = lambda *argv: config_from_args(build_parser().parse_args(["train", *argv]))  # noqa: E731
+
+    assert parse("--config", str(tmp_path / "old" / "config.json")) == saved
+    assert parse("--config", str(tmp_path / "old")) == saved  # the run folder does as well
+    again = parse("--config", str(tmp_path / "old"), "--out", str(tmp_path / "new"), "--shac.iterations", "9",
+                  "--task.reward_weights.alive", "0.25")  # fmt: skip
+    assert again.run.out == str(tmp_path / "new") and again.shac.iterations == 9
+    assert again.task.reward_weights == {**saved.task.reward_weights, "alive": 0.25}
+    assert again == replace(
+        saved,
+        task=replace(saved.task, reward_weights=again.task.reward_weights),
+        shac=replace(saved.shac, iterations=9),
+        run=replace(saved.run, out=str(tmp_path / "new")),
+    )
+
+
+def test_config_errors_are_one_line(tmp_path: Path, capsys):
+    assert main(["train", "--config", str(tmp_path / "none.json")]) == 2
+    assert "--config" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{")
+    assert main(["train", "--config", str(tmp_path / "bad.json")]) == 2
+    assert "is not a readable run configuration" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path), "--config", str(tmp_path / "bad.json")]) == 2
+    assert "not --config" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("deploy,last_iteration,code,deployed", [
+    (True, 3, 0, True), (False, 3, 0, False), (True, 2, 130, False),  # interrupted at 2 of 3: no deploy
+])  # fmt: skip
+def test_the_train_command_deploys_a_finished_run(monkeypatch, tmp_path: Path, deploy, last_iteration, code, deployed):
+    """Deploying is the command's last step, not the training loop's."""
+    calls = []
+    monkeypatch.setattr(train_cli, "train", lambda config, resume: (None, None, [{"iteration": last_iteration}]))
+    monkeypatch.setattr(train_cli, "deploy_after_training", calls.append)
+    out = tmp_path / "run"
+    argv = ["train", "--shac.iterations", "3", "--run.deploy", str(deploy), "--out", str(out)]
+    assert main(argv) == code
+    assert calls == ([out] if deployed else [])

@@ -7,7 +7,7 @@ import pytest
 
 from smoothloco.cli import main
 from smoothloco.train import compare
-from smoothloco.train.runner import TrainConfig
+from smoothloco.train.runs import TrainConfig
 
 TINY = compare.Budget(num_envs=8, evals=4, interval_multiple=1, ppo_factor=4, eval_seconds=2.0, seeds=3)
 

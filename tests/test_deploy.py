@@ -27,7 +27,7 @@ from smoothloco.robot import anymal_c
 from smoothloco.sim import SimState
 from smoothloco.tasks import OBS_SIZE, GaitConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.tasks.velocity import _resting_contact, observation_scales
-from smoothloco.train.runner import load_run
+from smoothloco.train.runs import load_run
 from smoothloco.train.shac import SHACConfig
 
 EXPORTED_FILES = ("policy.json", "policy.onnx", "robot.xml")
@@ -334,3 +334,9 @@ def test_a_clock_only_policy_adds_no_offsets_anywhere(tmp_path: Path):
         expected = task._observe(state.pipeline_state, info, _resting_contact(None), jax.random.PRNGKey(0), noise=False)
         observed = player.observe(data, np.asarray(info["command"]), np.asarray(info["last_action"]), phase)
         np.testing.assert_allclose(observed, np.asarray(expected), atol=1e-5)
+    # Standing (zero command): both hide the clock, so standing is one input whatever the phase.
+    standing = {**state.info, "command": jnp.zeros(3), "gait_phase": jnp.asarray(0.3)}
+    expected = task._observe(state.pipeline_state, standing, _resting_contact(None), jax.random.PRNGKey(0), noise=False)
+    observed = player.observe(data, np.zeros(3), np.asarray(standing["last_action"]), 0.3)
+    assert np.all(np.asarray(expected)[-2:] == 0.0) and np.all(observed[-2:] == 0.0)
+    np.testing.assert_allclose(observed, np.asarray(expected), atol=1e-5)

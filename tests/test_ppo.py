@@ -9,7 +9,7 @@ from brax.training.agents.ppo import train as brax_ppo
 from smoothloco.cli import main
 from smoothloco.tasks import CommandConfig, PushConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.train import ppo
-from smoothloco.train.runner import TrainConfig
+from smoothloco.train.runs import TrainConfig
 from smoothloco.train.shac import make_env
 
 N, STEPS, EPISODE = 4, 30, 1000

@@ -10,7 +10,7 @@ import numpy as np
 
 from smoothloco.cli import main
 from smoothloco.tasks import VelocityTask
-from smoothloco.train.runner import load_run
+from smoothloco.train.runs import load_run
 
 
 def test_tiny_ppo_run_end_to_end(tmp_path: Path):

@@ -9,7 +9,7 @@ import pytest
 
 from fakes import write_untrained_run
 from smoothloco.train import checkpoint
-from smoothloco.train.runner import TrainConfig, load_run
+from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
 

@@ -12,11 +12,12 @@ from smoothloco.deploy.player import command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.evaluate.transfer import evaluate_run, rollout_ours, write_report
+from smoothloco.train.runs import load_run
 from smoothloco.train.shac import SHACConfig
 
 TRAJECTORY_KEYS = {
     "time", "command", "base_pos", "base_lin_vel", "base_ang_vel", "gravity", "joint_pos", "joint_vel",
-    "torque", "foot_slip", "penetration", "fallen", "power",
+    "torque", "foot_slip", "foot_height", "penetration", "fallen", "power",
 }  # fmt: skip
 
 
@@ -46,6 +47,7 @@ class FakePlayer:
             "joint_vel": np.ones((n, 12)),
             "torque": np.ones((n, 12)),
             "foot_slip": np.zeros((n, 4)),
+            "foot_height": np.zeros((n, 4)),
             "penetration": np.full(n, 1e-3),
             "fallen": fallen,
             "power": np.full(n, 12.0),
@@ -93,8 +95,6 @@ def test_unknown_simulator_is_refused(tmp_path: Path):
 
 
 def test_our_rollout_applies_pushes_friction_and_mass(tmp_path: Path):
-    from smoothloco.train.runner import load_run
-
     shac = SHACConfig(num_envs=2, horizon=2, critic_minibatches=1, actor_hidden=(8,))
     write_untrained_run(tmp_path / "run", shac)
     scenarios = (

@@ -14,12 +14,14 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from brax.envs.wrappers import training
 from mujoco import mjx
 from mujoco import rollout as mj_rollout
 
 from smoothloco.parallel import shard_batch
 from smoothloco.robot import RobotSpec, anymal_c
 from smoothloco.sim import SimState, initial_state, make_sim, rollout
+from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 
 
 @dataclass
@@ -183,10 +185,6 @@ SIM_ROWS = [
 def bench_task(batch: int = 256, steps: int = 50, window: int = 32, repeats: int = 5) -> dict:
     """Control steps per second of the velocity task per contact model: forward with random
     actions, and forward + gradient of the window's summed reward with respect to the actions."""
-    from brax.envs.wrappers import training
-
-    from smoothloco.tasks import VelocityTask, VelocityTaskConfig
-
     results: dict[str, float] = {"batch": batch, "devices": jax.local_device_count()}
     for model in ("smooth", "hard", "soft"):
         env = training.VmapWrapper(VelocityTask(VelocityTaskConfig(contact=model)))

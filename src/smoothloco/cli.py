@@ -1,7 +1,8 @@
 """Command line: ``smoothloco train / compare / export / play / eval / study / bench``.
 
-JAX is imported inside the commands, after the host devices are requested, so that on a CPU
-machine every core gets a device of its own.
+The commands' modules import JAX, but none of them starts a JAX backend when imported
+(tests/test_layers.py checks it), so ``main`` can still ask XLA for one host device per core
+before anything runs: on a CPU machine every core then gets a device of its own.
 """
 
 from __future__ import annotations
@@ -11,23 +12,17 @@ import json
 import sys
 from pathlib import Path
 
+from smoothloco import bench
+from smoothloco.argtypes import positive_int
+from smoothloco.deploy import cli as deploy_cli
+from smoothloco.evaluate import study, transfer
 from smoothloco.parallel import request_host_devices
-
-
-def positive_int(text: str) -> int:
-    """argparse type for counts: a whole number >= 1, or a clear usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+from smoothloco.quiet import quiet_cache_loads
+from smoothloco.train import cli as train_cli
+from smoothloco.train import compare
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from smoothloco import bench
-
     if args.target == "dt":
         rows = bench.sweep_sim_dt()
         print(f"hard contact, trot-like gaits, 1 s, against dt = {rows[0]['reference_dt']} s")
@@ -60,32 +55,31 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="smoothloco", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="smoothloco",
+        description="Legged locomotion learned with SHAC through smoothed hard contact: train, compare, export, "
+        "play, evaluate, study, benchmark.",
+        allow_abbrev=False,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    bench = sub.add_parser("bench", help="throughput of the simulator or the task, printed as a table")
-    bench.add_argument(
+    bench_parser = sub.add_parser(
+        "bench", allow_abbrev=False, help="throughput of the simulator or the task, printed as a table"
+    )
+    bench_parser.add_argument(
         "target", choices=["sim", "task", "dt"], help="what to measure (dt: hard-contact accuracy against the step size)"
     )
-    bench.add_argument("--batch", type=positive_int, default=256, help="environments in the batch (default 256)")
-    bench.add_argument("--steps", type=positive_int, default=100, help="steps per timed forward rollout (default 100)")
-    bench.add_argument(
+    bench_parser.add_argument("--batch", type=positive_int, default=256, help="environments in the batch (default 256)")
+    bench_parser.add_argument("--steps", type=positive_int, default=100, help="steps per timed forward rollout (default 100)")
+    bench_parser.add_argument(
         "--repeats", type=positive_int, default=5, help="timed repetitions after the compiling call; forward and gradient alternate (default 5)"
     )
-    bench.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    bench.set_defaults(func=_bench)
-
-    from smoothloco.train import cli as train_cli
+    bench_parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    bench_parser.set_defaults(func=_bench)
 
     train_cli.add_parser(sub)
-    from smoothloco.train import compare
-
     compare.add_parser(sub)
-    from smoothloco.deploy import cli as deploy_cli
-
     deploy_cli.add_parser(sub)
-    from smoothloco.evaluate import study, transfer
-
     transfer.add_parser(sub)
     study.add_parser(sub)
     return parser
@@ -93,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     request_host_devices()
+    quiet_cache_loads()  # XLA's false machine-mismatch lines on every compile-cache hit (smoothloco.quiet)
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 def pyplot():
     """``matplotlib.pyplot`` on the Agg backend (no display needed), imported on first use."""
+    # Late import: pyplot costs ~0.3 s at start-up and only runs that plot need it; the
+    # backend must be chosen before pyplot is imported.
     import matplotlib
 
     matplotlib.use("Agg")

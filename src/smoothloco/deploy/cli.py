@@ -1,19 +1,19 @@
-"""``smoothloco export RUN`` and ``smoothloco play RUN``, and the export + short video that end a
-training run."""
+"""``smoothloco export RUN`` and ``smoothloco play RUN``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from smoothloco.deploy.play import DEFAULT_COMMANDS, SIMS
+from smoothloco.deploy.export import ExportError, export_run
+from smoothloco.deploy.play import DEFAULT_COMMANDS, SIMS, play
+from smoothloco.deploy.player import PolicyContractError
+from smoothloco.train.checkpoint import CheckpointError
 
-TRAINING_VIDEO_SECONDS = 5.0
 
-
-def _tuples(text: str, size: int, what: str) -> list[tuple[float, ...]]:
-    """``"a,b,c;d,e,f"`` -> ``[(a, b, c), (d, e, f)]`` with ``size`` numbers per group."""
+def _tuples(text: str, size: int) -> list[tuple[float, ...]]:
+    """``"a,b,c;d,e,f"`` -> ``[(a, b, c), (d, e, f)]`` with ``size`` numbers per group (argparse
+    puts the flag's name before the message)."""
     groups = []
     for group in filter(None, (g.strip() for g in text.split(";"))):
         try:
@@ -21,9 +21,7 @@ def _tuples(text: str, size: int, what: str) -> list[tuple[float, ...]]:
         except ValueError:
             numbers = ()
         if len(numbers) != size:
-            raise argparse.ArgumentTypeError(
-                f"{what}: expected {size} comma-separated numbers per group, got {group!r}"
-            )
+            raise argparse.ArgumentTypeError(f"expected {size} comma-separated numbers per group, got {group!r}")
         groups.append(numbers)
     return groups
 
@@ -35,6 +33,7 @@ def _format(groups) -> str:
 def add_parser(sub) -> None:
     export = sub.add_parser(
         "export",
+        allow_abbrev=False,
         help="write RUN/export/: policy.onnx, policy.json (the deployment contract) and robot.xml",
         description="Export a run's deterministic policy to ONNX with its contract, checked against the JAX policy.",
     )
@@ -42,44 +41,41 @@ def add_parser(sub) -> None:
     export.add_argument("--out", metavar="DIR", help="export folder (default RUN/export)")
     export.set_defaults(func=run_export)
 
-    play = sub.add_parser(
+    play_parser = sub.add_parser(
         "play",
+        allow_abbrev=False,
         help="run a policy and render a captioned video (MuJoCo through the export, or our simulator)",
         description="Run a run's policy from standing and write a video (MP4, GIF fallback) and a trajectory (.npz).",
     )
-    play.add_argument("run", metavar="RUN", help="run folder")
-    play.add_argument(
+    play_parser.add_argument("run", metavar="RUN", help="run folder")
+    play_parser.add_argument(
         "--sim",
         choices=SIMS,
         default="mujoco",
         help="mujoco: the exported ONNX policy in MuJoCo (C); hard/smooth/soft: the JAX policy in our simulator",
     )
-    play.add_argument(
+    play_parser.add_argument(
         "--commands",
         metavar="T,VX,VY,YAW;...",
-        type=lambda t: _tuples(t, 4, "--commands"),
+        type=lambda t: _tuples(t, 4),
         default=list(DEFAULT_COMMANDS),
         help=f"command schedule, start times in s (default {_format(DEFAULT_COMMANDS)!r})",
     )
-    play.add_argument(
+    play_parser.add_argument(
         "--push",
         metavar="T,VX,VY;...",
-        type=lambda t: _tuples(t, 3, "--push"),
+        type=lambda t: _tuples(t, 3),
         default=[],
         help="base velocity kicks in m/s at times in s (default none)",
     )
-    play.add_argument("--seconds", type=float, default=10.0, help="simulated seconds (default 10)")
-    play.add_argument(
+    play_parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds (default 10)")
+    play_parser.add_argument(
         "--out", metavar="FILE", help="video file (default RUN/play-<sim>.mp4; the trajectory goes beside it as .npz)"
     )
-    play.set_defaults(func=run_play)
+    play_parser.set_defaults(func=run_play)
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from smoothloco.deploy.export import ExportError, export_run
-    from smoothloco.deploy.player import PolicyContractError
-    from smoothloco.train.checkpoint import CheckpointError
-
     try:
         out = export_run(args.run, args.out)
     except (CheckpointError, ExportError, PolicyContractError) as exc:
@@ -90,11 +86,6 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_play(args: argparse.Namespace) -> int:
-    from smoothloco.deploy.export import ExportError
-    from smoothloco.deploy.play import play
-    from smoothloco.deploy.player import PolicyContractError
-    from smoothloco.train.checkpoint import CheckpointError
-
     try:
         result = play(args.run, args.sim, args.commands, args.push, args.seconds, args.out)
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
@@ -102,16 +93,3 @@ def run_play(args: argparse.Namespace) -> int:
         return 2
     print(f"wrote {result.trajectory}" + (f" and {result.video}" if result.video else ""))
     return 0
-
-
-def deploy_after_training(run_dir: Path) -> None:
-    """Export and a short MuJoCo video at the end of ``train``; a failure here is reported, not raised,
-    since the run itself (checkpoint, metrics, summary) is already complete."""
-    from smoothloco.deploy.play import play
-
-    try:
-        result = play(run_dir, "mujoco", seconds=TRAINING_VIDEO_SECONDS)
-    except Exception as exc:  # noqa: BLE001 - whatever breaks here must not fail a finished run
-        print(f"export/video failed: {type(exc).__name__}: {exc} (retry with `smoothloco play {run_dir}`)", flush=True)
-        return
-    print(f"exported {run_dir / 'export'}; video {result.video or 'not rendered'}", flush=True)

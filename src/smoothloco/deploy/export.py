@@ -24,14 +24,16 @@ from pathlib import Path
 import jax
 import numpy as np
 import onnx
+import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
 from smoothloco import __version__
 from smoothloco.deploy import player
 from smoothloco.tasks import OBS_LAYOUT, VelocityTask, gait
+from smoothloco.tasks.velocity import STANDING_COMMAND
 from smoothloco.tasks.velocity import observation_scales
 from smoothloco.train.networks import actor_obs
-from smoothloco.train.runner import LoadedRun, load_run
+from smoothloco.train.runs import LoadedRun, load_run
 
 EXPORT_DIR = "export"
 EXPORT_FILES = ("robot.xml", "policy.onnx", "policy.json")  # policy.json last: it names the others
@@ -135,8 +137,6 @@ def onnx_error(model: onnx.ModelProto, run: LoadedRun, policy: MlpPolicy, sample
     policy sees. Far outside it (normalized inputs of 1e3 and more) both float32 evaluations
     drift from exact arithmetic by ~1e-5, which says nothing about the export.
     """
-    import onnxruntime
-
     noise = np.random.default_rng(seed).normal(0.0, 3.0, (samples, policy.mean.shape[0]))
     obs = (policy.mean + policy.std * noise).astype(np.float32)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -170,6 +170,8 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
         "gait": {
             "frequency": cfg.gait.frequency,
             "swing_offsets": (gait.swing_offsets(robot, cfg.gait.hip_amplitude) * cfg.gait.generator).tolist(),
+            "hide_clock_when_standing": cfg.gait.hide_clock_when_standing,
+            "standing_command": STANDING_COMMAND,
         },
         "joints": {
             "names": list(robot.joint_names),

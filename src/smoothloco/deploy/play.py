@@ -1,5 +1,6 @@
 """Watch a run's policy: in MuJoCo through the exported artifacts (``sim="mujoco"``), or in our
-own simulator with one of its contact models, as a trajectory file and a captioned video."""
+own simulator with one of its contact models, as a trajectory file and a captioned video; and
+the export + short video that ``smoothloco train`` makes of a finished run."""
 
 from __future__ import annotations
 
@@ -7,12 +8,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from smoothloco.deploy.export import EXPORT_DIR, export_run
 from smoothloco.deploy.player import FRAME_RATE, Command, Player, Push, command_schedule
 from smoothloco.deploy.render import Clip, render_video
 from smoothloco.sim import CONTACT_MODELS
+from smoothloco.sim.rotation import rotate_inverse
+from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
+from smoothloco.train.checkpoint import CHECKPOINT_NAME
+from smoothloco.train.runs import load_run
 
+TRAINING_VIDEO_SECONDS = 5.0
 SIMS = ("mujoco", *CONTACT_MODELS)
 # Stand, walk forward, side-step, turn: a few seconds of everything the task trains.
 DEFAULT_COMMANDS: tuple[Command, ...] = (
@@ -52,6 +61,18 @@ def play(
     return PlayResult(trajectory_file, render_video(clip, out))
 
 
+def deploy_after_training(run_dir: Path) -> None:
+    """Export and a short MuJoCo video of a finished run (``smoothloco train`` ends with it); a
+    failure is reported, not raised, since the run itself (checkpoint, metrics, summary) is
+    already complete."""
+    try:
+        result = play(run_dir, "mujoco", seconds=TRAINING_VIDEO_SECONDS)
+    except Exception as exc:  # noqa: BLE001 - whatever breaks here must not fail a finished run
+        print(f"export/video failed: {type(exc).__name__}: {exc} (retry with `smoothloco play {run_dir}`)", flush=True)
+        return
+    print(f"exported {run_dir / EXPORT_DIR}; video {result.video or 'not rendered'}", flush=True)
+
+
 def caption(sim: str, t: float, command: np.ndarray) -> str:
     vx, vy, yaw = command
     return f"{sim}  t {t:4.1f} s   command vx {vx:+.2f} m/s  vy {vy:+.2f} m/s  yaw {yaw:+.2f} rad/s"
@@ -59,9 +80,6 @@ def caption(sim: str, t: float, command: np.ndarray) -> str:
 
 def exported(run_dir: Path) -> Path:
     """The run's export folder, written first if missing or older than the checkpoint."""
-    from smoothloco.deploy.export import EXPORT_DIR, export_run
-    from smoothloco.train.checkpoint import CHECKPOINT_NAME
-
     folder, checkpoint = run_dir / EXPORT_DIR, run_dir / CHECKPOINT_NAME
     contract = folder / "policy.json"
     if not contract.is_file() or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract.stat().st_mtime):
@@ -93,12 +111,6 @@ def _play_ours(
     The trajectory has the state fields of the MuJoCo player's plus ``qpos``/``qvel``; our task
     keeps no torques or contact signals in its state.
     """
-    import jax
-    import jax.numpy as jnp
-
-    from smoothloco.sim.rotation import rotate_inverse
-    from smoothloco.train.runner import load_run
-
     run = load_run(run_dir)
     dt = run.config.task.control_dt
     steps = max(1, round(seconds / dt))
@@ -143,8 +155,6 @@ def _play_ours(
 
 def _scripted_task(config, contact: str, first_command: np.ndarray):
     """The run's task with ``contact``, without random commands, pushes, noise or randomization."""
-    from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
-
     vx, vy, yaw = (float(c) for c in first_command)
     # Collapsed command ranges make reset start with the first scheduled command; it never resamples.
     fixed = CommandConfig(

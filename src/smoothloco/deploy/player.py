@@ -45,7 +45,7 @@ import numpy as np
 import onnxruntime
 
 CONTRACT_FORMAT = "smoothloco-policy"
-CONTRACT_VERSION = 2  # 2: the gait clock observation and the "gait" section
+CONTRACT_VERSION = 3  # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 
 SOLREF_STEPS = 2.0  # contact time constant in simulation steps
@@ -63,7 +63,9 @@ CONTRACT_SCHEMA: Schema = {
     # The gait clock and the trot generator on it: the phase advances frequency * control_dt
     # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
     # joint targets (``gait_offset``). All-zero offsets: a clock-only policy that steps by itself.
-    "gait": {"frequency": float, "swing_offsets": list},
+    # With hide_clock_when_standing the gait_clock observation is (0, 0) while the command's norm
+    # is at most standing_command (the phase keeps running).
+    "gait": {"frequency": float, "swing_offsets": list, "hide_clock_when_standing": bool, "standing_command": float},
     "joints": {"names": list, "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
     "timing": {"control_dt": float, "sim_dt": float},
     "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list},
@@ -128,7 +130,7 @@ OBSERVATION_TERMS: dict[str, Term] = {
     "gait_clock": Term(
         "sin and cos of 2 pi times the gait phase (cycles; see the gait section)",
         2,
-        lambda s: np.array([math.sin(2.0 * math.pi * s.phase), math.cos(2.0 * math.pi * s.phase)]),
+        lambda s: s.player.clock_observation(s.phase, s.command),
     ),
 }
 
@@ -152,7 +154,7 @@ def _check_fields(value: Any, schema: Schema, where: str) -> None:
         if isinstance(kind, dict):
             _check_fields(value[key], kind, prefix + key)
             continue
-        ok = isinstance(value[key], kind) and not isinstance(value[key], bool)
+        ok = isinstance(value[key], kind) and (kind is bool or not isinstance(value[key], bool))
         if kind is float:  # JSON writes 1.0 as 1
             ok = isinstance(value[key], (int, float)) and not isinstance(value[key], bool) and math.isfinite(value[key])
         if not ok:
@@ -307,6 +309,8 @@ class Player:
             raise PolicyContractError(f"policy.json: gait.swing_offsets must be 2 rows (one per diagonal pair), got {len(rows)}")
         n = len(self.dof_ids)
         self.swing_offsets = np.stack([_number_list(row, n, f"gait.swing_offsets[{i}]") for i, row in enumerate(rows)])
+        self.hide_clock_when_standing = gait["hide_clock_when_standing"]
+        self.standing_command = float(gait["standing_command"])
 
     def _load_policy(self, policy: dict, sha256: str | None) -> None:
         onnx_file = self.export_dir / policy["file"]
@@ -345,6 +349,13 @@ class Player:
         """The policy's observation for the state in ``data`` (reads only qpos and qvel)."""
         state = _State(self, data, np.asarray(command, np.float64), np.asarray(last_action, np.float64), phase)
         return np.concatenate([scale * build(state) for build, scale in self.terms]).astype(np.float32)
+
+    def clock_observation(self, phase: float, command: np.ndarray) -> np.ndarray:
+        """The gait_clock observation: sin and cos of the phase, or (0, 0) while standing if the
+        contract says so."""
+        if self.hide_clock_when_standing and np.linalg.norm(command) <= self.standing_command:
+            return np.zeros(2)
+        return np.array([math.sin(2.0 * math.pi * phase), math.cos(2.0 * math.pi * phase)])
 
     def gait_offset(self, phase: float) -> np.ndarray:
         """Joint-target offsets of the trot generator: the first diagonal pair swings along a half

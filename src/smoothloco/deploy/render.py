@@ -19,7 +19,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import mujoco
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 
 BACKENDS = ("egl", "osmesa")
 WIDTH, HEIGHT = 640, 480  # MuJoCo's default offscreen buffer; both divisible by 16 for H.264
@@ -78,9 +80,6 @@ def render_video(clip: Clip, out: Path, timeout_s: float = 600.0) -> Path | None
 
 def render_frames(clip: Clip, width: int = WIDTH, height: int = HEIGHT) -> Iterator[np.ndarray]:
     """(height, width, 3) uint8 images one at a time, a camera following the base, captions drawn in."""
-    import mujoco
-    from PIL import Image, ImageDraw, ImageFont
-
     model = mujoco.MjModel.from_xml_string(clip.xml)
     model.vis.global_.offwidth, model.vis.global_.offheight = max(width, 640), max(height, 480)
     data = mujoco.MjData(model)
@@ -111,14 +110,14 @@ def render_frames(clip: Clip, width: int = WIDTH, height: int = HEIGHT) -> Itera
 def write_video(frames: Iterable[np.ndarray], out: Path, fps: float) -> Path:
     """MP4 (H.264 through imageio-ffmpeg's bundled binary), or a GIF when there is no ffmpeg."""
     try:
+        # Late import: optional at run time; without imageio or an ffmpeg binary for this
+        # platform the video is a GIF instead.
         import imageio.v2 as imageio
         import imageio_ffmpeg
 
         imageio_ffmpeg.get_ffmpeg_exe()  # raises when no binary ships for this platform
     except (ImportError, RuntimeError) as exc:
         print(f"no ffmpeg ({exc}); writing a GIF", file=sys.stderr)
-        from PIL import Image
-
         gif = out.with_suffix(".gif")
         first, *rest = (Image.fromarray(f) for f in frames)
         first.save(gif, save_all=True, append_images=rest, duration=round(1000 / fps), loop=0)

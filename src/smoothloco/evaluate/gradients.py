@@ -24,7 +24,12 @@ from dataclasses import dataclass, replace
 import jax
 import jax.numpy as jnp
 import numpy as np
+from brax.training.acme import running_statistics, specs
 from jax.flatten_util import ravel_pytree
+
+from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+from smoothloco.train.networks import Actor, actor_obs
+from smoothloco.train.shac import SHACConfig
 
 ReturnsFn = Callable[[object, jax.Array], jax.Array]  # (params, key) -> (n_windows,) windowed returns
 
@@ -110,10 +115,6 @@ def task_returns_fn(task, actor, normalizer, warmup_params, settings: GradientSe
     see it), then the window with the given parameters and reparameterized action noise; rewards
     after a termination do not count. Output ``(len(windows),)``: the batch-mean return of the
     first H steps for each window H (one rollout serves every window)."""
-    from brax.training.acme import running_statistics
-
-    from smoothloco.train.networks import actor_obs
-
     longest = max(settings.windows)
     ends = jnp.asarray(settings.windows) - 1
 
@@ -154,12 +155,6 @@ def contact_gradient_quality(
     """``gradient_quality`` of the initial SHAC actor (identity normalizer) for each contact
     model, in the task without pushes or randomization. ``task_overrides(model)`` adds task
     settings per model (e.g. a smaller step for ``soft``)."""
-    from brax.training.acme import running_statistics, specs
-
-    from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
-    from smoothloco.train.networks import Actor
-    from smoothloco.train.shac import SHACConfig
-
     shac = SHACConfig()
     out = {}
     for model in models:

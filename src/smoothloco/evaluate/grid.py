@@ -12,7 +12,7 @@ import numpy as np
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
-from smoothloco.tasks.config import CommandConfig
+from smoothloco.tasks.velocity import _resting_contact
 
 # (vx m/s, vy m/s, yaw rad/s): forward, lateral and turning, both signs, and standing still.
 EVAL_COMMANDS: tuple[tuple[float, float, float], ...] = (
@@ -128,6 +128,4 @@ def gait_metrics(traj: metrics.Trajectory, mass: float, settle_seconds: float = 
 
 
 def _contact_placeholder():
-    from smoothloco.tasks.velocity import _resting_contact
-
     return _resting_contact(None)

@@ -26,9 +26,16 @@ from typing import Any
 import numpy as np
 
 from smoothloco import plotting
-from smoothloco.evaluate.gradients import GradientSettings
+from smoothloco.argtypes import positive_int
+from smoothloco.evaluate.gradients import GradientSettings, contact_gradient_quality
 from smoothloco.evaluate.metrics import nanmean
 from smoothloco.evaluate.scenarios import standard_scenarios
+from smoothloco.evaluate.transfer import evaluate_run, write_report
+from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.train.checkpoint import CHECKPOINT_NAME
+from smoothloco.train.runner import train
+from smoothloco.train.runs import RunConfig, TrainConfig
+from smoothloco.train.shac import SHACConfig
 
 MODELS = ("hard", "soft", "smooth")
 EVAL_SIMS = ("hard", "mujoco")  # besides each policy's own simulator
@@ -67,11 +74,7 @@ EvaluateFn = Callable[[Path, str, tuple], dict]  # (run folder, sim, scenarios) 
 GradientFn = Callable[[Sequence[str], GradientSettings], dict]
 
 
-def train_config(model: str, seed: int, budget: StudyBudget, runs_dir: Path):
-    from smoothloco.tasks import VelocityTaskConfig
-    from smoothloco.train.runner import RunConfig, TrainConfig
-    from smoothloco.train.shac import SHACConfig
-
+def train_config(model: str, seed: int, budget: StudyBudget, runs_dir: Path) -> TrainConfig:
     return TrainConfig(
         task=replace(VelocityTaskConfig(), contact=model, **TASK_OVERRIDES.get(model, {})),
         shac=replace(SHACConfig(), seed=seed, **budget.shac),
@@ -81,16 +84,12 @@ def train_config(model: str, seed: int, budget: StudyBudget, runs_dir: Path):
 
 def evaluate_and_report(run_dir: Path, sim: str, scenarios: tuple) -> dict:
     """The evaluation on ``scenarios``, its report written to ``RUN/eval-<sim>/``."""
-    from smoothloco.evaluate.transfer import evaluate_run, write_report
-
     summary, trajectories = evaluate_run(run_dir, sim, scenarios)
     write_report(run_dir / f"eval-{sim}", sim, summary, scenarios, trajectories)
     return summary
 
 
 def measure_gradients(models: Sequence[str], settings: GradientSettings) -> dict:
-    from smoothloco.evaluate.gradients import contact_gradient_quality
-
     return contact_gradient_quality(models, settings, lambda m: TASK_OVERRIDES.get(m, {}))
 
 
@@ -98,7 +97,7 @@ def run_contact_study(
     out: Path,
     budget: StudyBudget,
     models: Sequence[str] = MODELS,
-    train_fn: TrainFn | None = None,
+    train_fn: TrainFn = train,
     evaluate_fn: EvaluateFn = evaluate_and_report,
     gradient_fn: GradientFn = measure_gradients,
     resume: bool = False,
@@ -106,8 +105,6 @@ def run_contact_study(
     """Train, evaluate, measure gradients; write the study files and return ``study.json``'s content.
 
     With ``resume``, finished trainings and evaluations in ``out`` are reused, not repeated."""
-    if train_fn is None:
-        from smoothloco.train.runner import train as train_fn
     out.mkdir(parents=True, exist_ok=True)
     scenarios = standard_scenarios(**budget.scenarios)
     runs = []
@@ -153,8 +150,6 @@ def _trained(run_dir: Path, config, train_fn: TrainFn, resume: bool) -> dict[str
     """Train (or, resuming, reuse or continue) one run; its final return and environment steps."""
     summary = _saved(run_dir / "summary.json", resume)
     if summary is None:
-        from smoothloco.train.checkpoint import CHECKPOINT_NAME
-
         history = train_fn(config, resume=resume and (run_dir / CHECKPOINT_NAME).exists())[2]
         return {"train_return": _final(history, "eval/episode_return"), "env_steps": _final(history, "env_steps")}
     print(f"study: reusing the finished training in {run_dir}", flush=True)
@@ -267,15 +262,9 @@ def study_markdown(study: dict) -> str:
     return "\n".join(lines)
 
 
-def _pyplot():
-    plt = plotting.pyplot()
-
-    return plt
-
-
 def plot_transfer(table: dict, path: Path) -> None:
     """Tracking error in the policy's own simulator, in hard and in MuJoCo, per contact model."""
-    plt = _pyplot()
+    plt = plotting.pyplot()
     columns = (("lin_vel_error_own", "own sim"), ("lin_vel_error_hard", "hard"), ("lin_vel_error_mujoco", "MuJoCo"))
     fig, ax = plt.subplots(figsize=(6, 3.5))
     x = np.arange(len(table))
@@ -293,7 +282,7 @@ def plot_transfer(table: dict, path: Path) -> None:
 
 def plot_gradients(gradients: dict, path: Path) -> None:
     """Batch cosine, relative spread and zeroth-order agreement against the window length."""
-    plt = _pyplot()
+    plt = plotting.pyplot()
     panels = (
         ("batch_cosine", "cosine between batch gradients"),
         ("relative_std", "relative std of batch gradients"),
@@ -315,10 +304,9 @@ def plot_gradients(gradients: dict, path: Path) -> None:
 
 # -- command line ------------------------------------------------------------------------------
 def add_parser(sub) -> None:
-    from smoothloco.cli import positive_int
-
     parser = sub.add_parser(
         "study",
+        allow_abbrev=False,
         help="the contact-model study: train SHAC with hard/soft/smooth, evaluate in hard and MuJoCo, gradient quality",
         description="Train SHAC with each contact model on one budget, evaluate every policy in its own simulator, "
         "in hard contact and in MuJoCo, measure policy-gradient quality per contact model, and write study.json, "

@@ -17,12 +17,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from smoothloco import plotting
+from smoothloco.deploy.export import ExportError
+from smoothloco.deploy.play import exported
+from smoothloco.deploy.player import Player, PolicyContractError, command_schedule
 from smoothloco.evaluate import metrics
+from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
+from smoothloco.robot import anymal_c
 from smoothloco.sim import CONTACT_MODELS
+from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
+from smoothloco.tasks.randomization import set_physics
+from smoothloco.train.checkpoint import CheckpointError
+from smoothloco.train.runs import load_run
 
 SIMS = ("mujoco", *CONTACT_MODELS)
 Trajectory = dict[str, np.ndarray]
@@ -40,14 +51,6 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario]) -> list[Traje
     ``contact``: no random commands, pushes, noise or randomization; the scenarios' own pushes,
     friction and base mass. The initial joint pose carries the task's reset jitter (±0.05 rad,
     the same key for every scenario)."""
-    import jax
-    import jax.numpy as jnp
-
-    from smoothloco.deploy.player import command_schedule
-    from smoothloco.evaluate.record import trajectory_sample
-    from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
-    from smoothloco.tasks.randomization import set_physics
-
     if contact not in CONTACT_MODELS:
         raise ValueError(f"unknown contact model {contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
     config = run.config.task
@@ -126,8 +129,6 @@ def rollout_player(player: TrajectoryPlayer, scenarios: Sequence[Scenario]) -> l
 # -- summary -----------------------------------------------------------------------------------
 def robot_mass() -> float:
     """Total mass (kg) of the bundled robot, for the cost of transport."""
-    from smoothloco.robot import anymal_c
-
     return float(anymal_c().mj_model().body_mass.sum())
 
 
@@ -302,14 +303,10 @@ def evaluate_run(
     scenarios = tuple(standard_scenarios() if scenarios is None else scenarios)
     run_dir = Path(run_dir)
     if sim == "mujoco":
-        if exporter is None:
-            from smoothloco.deploy.play import exported as exporter
-        if player_factory is None:
-            from smoothloco.deploy.player import Player as player_factory
+        exporter = exporter or exported
+        player_factory = player_factory or Player
         trajectories = rollout_player(player_factory(exporter(run_dir)), scenarios)
     else:
-        from smoothloco.train.runner import load_run
-
         trajectories = rollout_ours(load_run(run_dir), sim, scenarios)
     return summarize(scenarios, trajectories, robot_mass()), trajectories
 
@@ -346,6 +343,7 @@ def _jsonable(value):
 def add_parser(sub) -> None:
     parser = sub.add_parser(
         "eval",
+        allow_abbrev=False,
         help="standard evaluation of a run's policy: command grid, pushes, friction/mass mismatch",
         description="Evaluate a run's policy on the standard scenarios (command grid, 0.5 and 1.0 m/s pushes from "
         "8 directions, friction 0.5-1.25 and base mass ±5 kg). mujoco runs the exported ONNX policy in the "
@@ -359,10 +357,6 @@ def add_parser(sub) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from smoothloco.deploy.export import ExportError
-    from smoothloco.deploy.player import PolicyContractError
-    from smoothloco.train.checkpoint import CheckpointError
-
     scenarios = standard_scenarios()
     try:
         summary, trajectories = evaluate_run(args.run, args.sim, scenarios)

@@ -9,7 +9,7 @@ All joint axes are the same in the base frame: HAA = +x, HFE = +y, KFE = +y.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import mujoco
@@ -193,6 +193,4 @@ def _with_stance_height(spec: RobotSpec, model: mujoco.MjModel) -> RobotSpec:
     data.qpos[:] = np.concatenate([[0, 0, 0, 1, 0, 0, 0], spec.default_pose])
     mujoco.mj_kinematics(model, data)
     lowest = min(data.geom_xpos[model.geom(g).id][2] for g in spec.foot_geoms)
-    from dataclasses import replace
-
     return replace(spec, base_height=float(spec.foot_radius - lowest))

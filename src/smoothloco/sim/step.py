@@ -7,7 +7,6 @@ midpoint: evaluate everything at q_m = q + h/2 v, solve foot impulses, then q+ =
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 

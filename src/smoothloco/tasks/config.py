@@ -110,6 +110,10 @@ class GaitConfig:
     # m/s); with the swing target alone it walks better than with the generator (docs/own-gait.md).
     hip_amplitude: float = 0.0
     swing_height: float = 0.08  # m, peak foot height of the swing target
+    # The clock observation reads (0, 0) while the command asks to stand: standing is then one
+    # fixed input, not a clock the policy must learn to ignore. Without it the self-stepping
+    # policy kept lifting a diagonal pair 1.5 cm at a zero command in MuJoCo (docs/own-gait.md).
+    hide_clock_when_standing: bool = True
 
     def __post_init__(self) -> None:
         require_finite("task.gait", self)

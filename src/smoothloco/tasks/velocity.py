@@ -162,6 +162,12 @@ class VelocityTask(Env):
         return moving * gait_cfg.swing_height * gait.swing_profile(phase, self._phase_shifts)
 
     # -- pieces ---------------------------------------------------------------------------
+    def _clock_observation(self, phase: jax.Array, command: jax.Array) -> jax.Array:
+        clock = gait.clock(phase)
+        if not self.config.gait.hide_clock_when_standing:
+            return clock
+        return jnp.where(jnp.linalg.norm(command) > STANDING_COMMAND, clock, 0.0)
+
     def _active_terms(self) -> list[str]:
         return [name for name, w in self.config.reward_weights.items() if w != 0.0]
 
@@ -256,7 +262,7 @@ class VelocityTask(Env):
                 physics.q[7:] - self._default_pose,
                 physics.v[6:],
                 info["last_action"],
-                gait.clock(info["gait_phase"]),
+                self._clock_observation(info["gait_phase"], info["command"]),
             ]
         )
         clean = raw * self._obs_scale

@@ -1,9 +1,10 @@
 """``smoothloco train``: every config field is a flag, ``--<section>.<field>``, generated from
 the typed dataclasses so the command line and the configs cannot drift apart.
 
-``--resume RUN`` continues a run with its recorded settings; only the flags of
-``runner.RESUME_SETTINGS`` may come with it (to extend the run or change its evaluation and checkpoint cadence), any other flag is
-refused by name.
+``--config FILE`` starts from a saved ``config.json`` (a run's, to reproduce it) instead of
+the defaults; flags given with it override it. ``--resume RUN`` continues a run with its
+recorded settings; only the flags of ``runs.RESUME_SETTINGS`` may come with it (to extend the
+run or change its evaluation and checkpoint cadence), any other flag is refused by name.
 
 Exit status: 0 when the run finished (or a resumed run had already finished), 2 for a usage or
 run-folder error (nothing trained), ``EXIT_INTERRUPTED`` when SIGINT/SIGTERM stopped it (the
@@ -13,40 +14,104 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import typing
 from pathlib import Path
 
-from smoothloco.tasks import DEFAULT_REWARD_WEIGHTS, VelocityTaskConfig
+from smoothloco.argtypes import config_value, describe, metavar
+from smoothloco.deploy.play import deploy_after_training
+from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.ppo import PPOConfig
+from smoothloco.train.run_folder import CONFIG_NAME, RunAlreadyFinished, RunFolderError
+from smoothloco.train.runner import interrupted, train
+from smoothloco.train.runs import ALGORITHMS, RESUME_SETTINGS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
 
-SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig))
+SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig), ("run", RunConfig))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention; a SIGTERM-stopped run also exits with it
+_ENVS = "parallel environments (split over all devices)"
+_EPISODE = "control steps before an episode is cut off (bootstrapped, not a fall); 1000 = 20 s at 50 Hz"
 
+# Help of each flag. A field without an entry gets one made from its name and type
+# (``flag_help``); the reward weights all get theirs that way.
 HELP = {
     "task.contact": "contact model of the training simulator: hard, smooth or soft",
-    "task.sharpness": "smooth contact sigmoid sharpness s in 1/m (weight = 1/(1+exp(s*gap)))",
+    "task.sharpness": "smooth contact: sigmoid sharpness s in 1/m (contact weight 1/(1+exp(s*gap)))",
     "task.sim_dt": "simulation step in seconds",
-    "task.control_dt": "control period in seconds (a whole number of sim steps)",
+    "task.control_dt": "control period in seconds (a whole number of simulation steps)",
     "task.action_scale": "radians of joint-target offset per unit action",
     "task.obs_noise": "multiplier of the per-signal sensor noise levels (0 = none)",
+    "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
+    "task.min_base_height": "an episode ends when the base is lower than this, m",
+    "task.min_knee_height": "an episode ends when a knee is lower than this above the ground, m",
+    "task.max_tilt_deg": "an episode ends when the base tilts more than this from upright, degrees",
+    "task.max_speed": "an episode ends when any base or joint velocity exceeds this (the simulation diverged)",
+    "task.base_height_target": "standing height of the base in m that the base_height reward term holds",
+    "task.tracking_sigma": "width of the velocity-tracking rewards exp(-error^2/sigma); smaller is stricter",
+    "task.commands.lin_vel_x": "range low,high of the commanded forward velocity, m/s",
+    "task.commands.lin_vel_y": "range low,high of the commanded sideways velocity, m/s",
+    "task.commands.yaw_rate": "range low,high of the commanded turning rate, rad/s",
+    "task.commands.resample_seconds": "a new command is drawn after a time uniform in low,high seconds",
+    "task.commands.zero_probability": "share of the commands that are zero (stand still)",
+    "task.pushes.enabled": "kick the base at random times during training",
+    "task.pushes.max_speed": "largest horizontal velocity kick of the base, m/s",
+    "task.pushes.interval_seconds": "time between kicks, uniform in low,high seconds",
     "task.gait.frequency": "gait clock in cycles per second, observed by the policy and timing the swing-height "
     "reward (0 = no clock)",
-    "task.gait.hip_amplitude": "trot generator (PMTG-style) hip flexion at mid-swing in rad, added open-loop to the "
-    "policy's joint targets; the knee flexes twice as much (0 = off: the policy steps by itself)",
+    "task.gait.hip_amplitude": "trot generator: hip flexion at mid-swing in rad, added open-loop to the policy's "
+    "joint targets; the knee flexes twice as much (0 = off: the policy steps by itself)",
     "task.gait.swing_height": "peak foot height in m that the feet_swing_height reward asks of a swinging foot",
-    "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
-    "shac.num_envs": "parallel environments (split over all devices)",
-    "shac.horizon": "control steps per SHAC window (backpropagation length)",
+    "task.gait.hide_clock_when_standing": "the gait clock observation reads (0, 0) while the command asks to stand "
+    "(its norm at most 0.1)",
+    "task.randomization.enabled": "randomize the physics of each environment within the ranges below",
+    "task.randomization.friction": "range low,high of the ground friction coefficient",
+    "task.randomization.added_base_mass": "range low,high of the mass added to the base, kg",
+    "task.randomization.base_com_offset": "shift of the base's centre of mass, uniform in [-x, x] on each axis, m",
+    "task.randomization.kp_scale": "range low,high of the factor on the joints' PD stiffness",
+    "task.randomization.kd_scale": "range low,high of the factor on the joints' PD damping",
+    "task.randomization.motor_strength": "range low,high of the factor on the joint torques",
+    "shac.num_envs": _ENVS,
+    "shac.horizon": "control steps per SHAC window (how far gradients flow back through the simulator)",
     "shac.iterations": "training iterations; environment steps = iterations * num_envs * horizon. With --resume: "
     "train to this iteration (>= the checkpoint's; more than a finished run's extends it). The learning-rate decay "
     "and the sharpness schedule end at the last iteration, so extending a run moves their end point",
+    "shac.gamma": "discount factor per control step",
+    "shac.td_lambda": "lambda of the critic's TD(lambda) targets",
+    "shac.actor_lr": "actor learning rate (Adam)",
+    "shac.critic_lr": "critic learning rate (Adam)",
+    "shac.lr_decay": "decay both learning rates linearly to 10 %% over the run",
+    "shac.max_grad_norm": "clip the global norm of each actor and critic gradient at this value",
     "shac.env_grad_clip": "clip each environment's actor gradient at this multiple of the batch median norm (0 = off)",
+    "shac.critic_epochs": "passes over each iteration's data when fitting the critic",
+    "shac.critic_minibatches": "minibatches per critic pass; must divide num_envs * horizon",
+    "shac.target_critic_alpha": "target critic smoothing: target <- alpha * target + (1 - alpha) * critic",
+    "shac.actor_hidden": "hidden layer sizes of the actor network",
+    "shac.critic_hidden": "hidden layer sizes of the critic network",
+    "shac.init_log_std": "initial log standard deviation of the actor's exploration noise",
+    "shac.episode_length": _EPISODE,
+    "shac.sharpness_schedule": "smooth contact: sharpness start,end in 1/m, geometric over the run (empty: "
+    "task.sharpness throughout)",
     "shac.seed": "random seed",
-    "ppo.num_envs": "parallel environments (split over all devices)",
+    "ppo.num_envs": _ENVS,
+    "ppo.unroll_length": "control steps each environment runs per rollout",
+    "ppo.num_minibatches": "minibatches per pass over a rollout batch; must divide num_envs",
+    "ppo.num_updates_per_batch": "passes over each rollout batch",
     "ppo.iterations": "rollout + update rounds; environment steps = iterations * num_envs * unroll_length",
+    "ppo.learning_rate": "learning rate (Adam; the starting one when adaptive_kl is on)",
+    "ppo.adaptive_kl": "adapt the learning rate to keep each update's policy change near desired_kl",
+    "ppo.desired_kl": "KL divergence per update that adaptive_kl aims at",
+    "ppo.entropy_cost": "weight of the entropy bonus",
+    "ppo.discounting": "discount factor per control step",
+    "ppo.gae_lambda": "lambda of the generalized advantage estimate",
+    "ppo.clipping_epsilon": "clip range of the policy probability ratio",
+    "ppo.clipping_epsilon_value": "clip range of the value function's change per update",
+    "ppo.vf_loss_coefficient": "weight of the value loss",
+    "ppo.max_grad_norm": "clip the global gradient norm at this value",
+    "ppo.normalize_observations": "normalize observations with running mean and standard deviation",
+    "ppo.policy_hidden": "hidden layer sizes of the policy network",
+    "ppo.value_hidden": "hidden layer sizes of the value network",
+    "ppo.episode_length": _EPISODE,
     "ppo.seed": "random seed",
     "run.out": "run folder (config, metrics, checkpoints, plots, summary)",
     "run.checkpoint_every": "iterations between checkpoints (may change with --resume)",
@@ -54,10 +119,12 @@ HELP = {
     "with --resume)",
     "run.eval_seconds": "seconds per command of each evaluation; longer than its 1 s settling time",
     "run.compile_cache": "persistent compilation cache; each host CPU gets its own folder inside (empty: no cache)",
+    "run.deploy": "once the run has finished, export the policy (ONNX) and render a short MuJoCo video",
 }
 
 
 def _flags(prefix: str, cls) -> list[tuple[str, type, object]]:
+    """``(flag name, type, default)`` of every field of ``cls``, nested sections and dict entries included."""
     out = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -72,29 +139,36 @@ def _flags(prefix: str, cls) -> list[tuple[str, type, object]]:
     return out
 
 
-def _parse_value(kind, text: str):
-    origin = typing.get_origin(kind)
-    if kind is bool:
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    if origin is tuple:
-        item = typing.get_args(kind)[0]
-        return tuple(item(x) for x in text.split(","))
-    return kind(text)
+def config_flags() -> list[tuple[str, type, object]]:
+    """Every config flag of ``smoothloco train``, as ``(name, type, default)``."""
+    return [flag for prefix, cls in SECTIONS for flag in _flags(prefix, cls)]
+
+
+def flag_help(name: str, kind) -> str:
+    """The flag's ``HELP`` entry, else one made from its name and type."""
+    if name in HELP:
+        return HELP[name]
+    section, _, field_name = name.rpartition(".")
+    if section.endswith("reward_weights"):
+        return f"weight of the {field_name} reward term per simulated second (> 0 rewards, < 0 penalizes, 0 = off)"
+    return f"{field_name.replace('_', ' ')} ({section}; {describe(kind)})"
 
 
 def add_parser(sub) -> None:
-    from smoothloco.train.runner import ALGORITHMS, RunConfig
-
     parser = sub.add_parser(
         "train",
+        allow_abbrev=False,
         help="train a velocity-tracking policy with SHAC or PPO (defaults: SHAC, smooth contact, pushes, "
         "randomization)",
         description="Train with SHAC (ours) or PPO (Brax's) on the same task. Every setting is a flag; values shown "
         "are the defaults; only the chosen algorithm's section is used. Write negative values as --flag=-0.5.",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="start from the settings in FILE (a run's config.json, or the run folder holding it) instead of the "
+        "defaults, to reproduce that run; flags given with it override it. Give a new --out: the folder it "
+        "names already holds that run",
     )
     parser.add_argument(
         "--resume",
@@ -111,47 +185,22 @@ def add_parser(sub) -> None:
         metavar="|".join(ALGORITHMS),
         help="training algorithm: ours (shac) or Brax's PPO (ppo) (default shac)",
     )
-    for prefix, cls in (*SECTIONS, ("run", RunConfig)):
-        for name, kind, default in _flags(prefix, cls):
-            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            parser.add_argument(
-                f"--{name}",
-                dest=name,
-                metavar=kind.__name__ if isinstance(kind, type) else "A,B",
-                type=lambda t, k=kind: _parse_value(k, t),
-                help=f"{HELP.get(name, '')} (default {shown})".strip(),
-            )
+    for name, kind, default in config_flags():
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        parser.add_argument(
+            f"--{name}",
+            dest=name,
+            metavar=metavar(kind),
+            type=config_value(kind),
+            help=f"{flag_help(name, kind)} (default {shown})",
+        )
     parser.set_defaults(func=run_train)
 
 
 def _algorithm(text: str) -> str:
-    from smoothloco.train.runner import ALGORITHMS
-
     if text not in ALGORITHMS:
         raise argparse.ArgumentTypeError(f"unknown algorithm {text!r}; accepted: {', '.join(ALGORITHMS)}")
     return text
-
-
-def config_from_args(args: argparse.Namespace):
-    from smoothloco.train.runner import RunConfig, TrainConfig
-
-    given = {k: v for k, v in vars(args).items() if "." in k and v is not None}
-
-    def build(prefix: str, cls):
-        kwargs = {}
-        for f in dataclasses.fields(cls):
-            name = f"{prefix}.{f.name}"
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-            if dataclasses.is_dataclass(default):
-                kwargs[f.name] = build(name, type(default))
-            elif isinstance(default, dict):
-                kwargs[f.name] = {k: given.get(f"{name}.{k}", v) for k, v in default.items()}
-            elif name in given:
-                kwargs[f.name] = given[name]
-        return cls(**kwargs)
-
-    sections = {prefix: build(prefix, cls) for prefix, cls in (*SECTIONS, ("run", RunConfig))}
-    return TrainConfig(algo=getattr(args, "algo", None) or "shac", **sections)
 
 
 def _given_flags(args: argparse.Namespace) -> dict[str, object]:
@@ -162,32 +211,66 @@ def _given_flags(args: argparse.Namespace) -> dict[str, object]:
     return given
 
 
+def _with_flags(prefix: str, section, given: dict[str, object]):
+    """``section`` (a config dataclass) with the flags of ``given`` under ``prefix`` applied."""
+    changes = {}
+    for f in dataclasses.fields(section):
+        name, value = f"{prefix}.{f.name}", getattr(section, f.name)
+        if dataclasses.is_dataclass(value):
+            changes[f.name] = _with_flags(name, value, given)
+        elif isinstance(value, dict):
+            entries = {k[len(name) + 1 :]: v for k, v in given.items() if k.startswith(f"{name}.")}
+            changes[f.name] = {**value, **entries}
+        elif name in given:
+            changes[f.name] = given[name]
+    return dataclasses.replace(section, **changes)  # validates again
+
+
+def config_file_of(path: str | Path) -> Path:
+    """``path`` itself, or ``path/config.json`` when ``path`` is a folder."""
+    path = Path(path)
+    return path / CONFIG_NAME if path.is_dir() else path
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The defaults, or ``--config``'s settings, with the flags given applied."""
+    base = TrainConfig()
+    if getattr(args, "config", None):
+        try:
+            base = read_config(config_file_of(args.config))
+        except ValueError as exc:
+            raise ValueError(f"--config {args.config}: {exc}") from exc
+    given = _given_flags(args)
+    sections = {prefix: _with_flags(prefix, getattr(base, prefix), given) for prefix, _ in SECTIONS}
+    return dataclasses.replace(base, algo=given.get("algo", base.algo), **sections)
+
+
 def _flag_name(dest: str) -> str:
     return "--out" if dest == "run.out" else f"--{dest}"
 
 
-def resume_config(run_dir: Path, args: argparse.Namespace):
+def resume_config(run_dir: Path, args: argparse.Namespace) -> TrainConfig:
     """The config of the run in ``run_dir``, training there (wherever it was made), with the
     flags of ``RESUME_SETTINGS`` given in ``args`` applied. ValueError (one line) for a folder
     that is not a resumable run or for any other flag."""
-    from smoothloco.train.runner import RESUME_SETTINGS, TrainConfig
-
     resumable = [f"{section}.{key}" for section, key in RESUME_SETTINGS]
     given = _given_flags(args)
     refused = [_flag_name(k) for k in given if k not in resumable]
+    if getattr(args, "config", None):
+        refused.insert(0, "--config")
     if refused:
         allowed = ", ".join(_flag_name(k) for k in resumable)
         raise ValueError(
             f"--resume {run_dir} continues the run with its recorded settings; it takes only {allowed}, "
             f"not {', '.join(refused)}"
         )
-    config_file = run_dir / "config.json"
+    config_file = run_dir / CONFIG_NAME
     if not config_file.is_file():
         raise ValueError(f"--resume {run_dir}: no config.json there (not a run folder)")
     try:
-        config = TrainConfig.from_dict(json.loads(config_file.read_text()))
-    except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise ValueError(f"--resume {run_dir}: {config_file} is not a readable run configuration: {exc!r}") from exc
+        config = read_config(config_file)
+    except ValueError as exc:
+        raise ValueError(f"--resume {run_dir}: {exc}") from exc
     if config.algo != "shac":
         raise ValueError(f"--resume {run_dir}: only SHAC runs resume (Brax's PPO starts afresh)")
     # Train in the folder named, not where config.json says the run was made: a moved or
@@ -200,10 +283,6 @@ def resume_config(run_dir: Path, args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from smoothloco.train.checkpoint import CheckpointError
-    from smoothloco.train.run_folder import RunAlreadyFinished, RunFolderError
-    from smoothloco.train.runner import interrupted, train
-
     try:
         config = resume_config(Path(args.resume), args) if args.resume else config_from_args(args)
     except (ValueError, TypeError) as exc:
@@ -220,7 +299,8 @@ def run_train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # before the training loop took over SIGINT (start-up), or after it
         print(f"interrupted; {config.run.out} keeps its last checkpoint, if it has one", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return EXIT_INTERRUPTED if interrupted(config, history) else 0
-
-
-__all__ = ["add_parser", "DEFAULT_REWARD_WEIGHTS"]
+    if interrupted(config, history):
+        return EXIT_INTERRUPTED
+    if config.run.deploy:
+        deploy_after_training(Path(config.run.out))
+    return 0

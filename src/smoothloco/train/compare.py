@@ -23,8 +23,10 @@ from typing import Callable
 import numpy as np
 
 from smoothloco import plotting
+from smoothloco.argtypes import positive_int
 from smoothloco.train.ppo import PPOConfig
-from smoothloco.train.runner import RunConfig, TrainConfig
+from smoothloco.train.runner import train
+from smoothloco.train.runs import RunConfig, TrainConfig
 from smoothloco.train.shac import SHACConfig
 
 ALGOS = ("shac", "ppo")
@@ -77,8 +79,6 @@ def run_configs(budget: Budget, seed: int, out: Path) -> dict[str, TrainConfig]:
 
 def default_trainer(config: TrainConfig) -> list[dict]:
     """Train, or reuse a finished run in the same folder (so an interrupted comparison continues)."""
-    from smoothloco.train.runner import train
-
     run_dir = Path(config.run.out)
     if (run_dir / "summary.json").is_file():
         print(f"reusing the finished run in {run_dir}", flush=True)
@@ -258,10 +258,9 @@ def _plot(path: Path, curves: dict[str, dict], threshold: float) -> None:
 
 
 def add_parser(sub) -> None:
-    from smoothloco.cli import positive_int
-
     parser = sub.add_parser(
         "compare",
+        allow_abbrev=False,
         help="train SHAC and PPO on the same seeds and compare sample efficiency (figure + table)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

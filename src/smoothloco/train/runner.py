@@ -4,7 +4,11 @@ Returns ``(make_policy, params, metrics)``.
 
 Both algorithms report into one ``RunLog``, so their folders, evaluations and timings are the
 same kind of thing and can be compared (``smoothloco compare``). A resumed run continues the
-previous sessions' rows and clocks, so its metrics, plots and summary cover the whole run."""
+previous sessions' rows and clocks, so its metrics, plots and summary cover the whole run.
+
+The configuration (``TrainConfig``) and reading a finished run back (``load_run``) are in
+``runs``; exporting the policy after training is the ``smoothloco train`` command's last step
+(``deploy.play.deploy_after_training``), not this loop's."""
 
 from __future__ import annotations
 
@@ -16,23 +20,20 @@ import json
 import platform
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import numpy as np
-
-from brax.training.acme import running_statistics, specs
+from brax.training.agents.ppo import train as brax_ppo
 
 from smoothloco import plotting
-from smoothloco.evaluate import command_evaluator
+from smoothloco.evaluate.grid import command_evaluator
 from smoothloco.parallel import replicated, shard_batch
-from smoothloco.tasks import VelocityTask, VelocityTaskConfig, randomize
+from smoothloco.quiet import quiet_cache_loads
+from smoothloco.tasks import VelocityTask, randomize
 from smoothloco.train import checkpoint, ppo
-from smoothloco.train.networks import actor_obs as actor_obs_of
 from smoothloco.train.networks import make_policy_factory
-from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.run_folder import (
     CONFIG_NAME,
     MetricsLog,
@@ -43,158 +44,10 @@ from smoothloco.train.run_folder import (
     run_lock,
     write_config,
 )
-from smoothloco.train.shac import SHAC, SHACConfig, make_env
-from smoothloco.validation import require_finite
+from smoothloco.train.runs import RESUME_SETTINGS, TrainConfig
+from smoothloco.train.shac import SHAC, make_env
 
 ProgressFn = Callable[[int, dict], None]
-ALGORITHMS = ("shac", "ppo")
-# What a resume may change: how long the run trains and how often it evaluates and checkpoints.
-RESUME_SETTINGS = (("shac", "iterations"), ("run", "eval_every"), ("run", "checkpoint_every"))
-# The training-time evaluation (``command_evaluator``'s default) scores a command only after it
-# has held this long, so a shorter evaluation would have nothing to score.
-EVAL_SETTLE_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    out: str = "runs/default"
-    checkpoint_every: int = 20  # iterations (SHAC; PPO saves at every evaluation, when Brax hands out parameters)
-    eval_every: int = 50  # iterations; 0 = only at the end
-    eval_seconds: float = 5.0
-    compile_cache: str = ".jax_cache"
-    deploy: bool = True  # export the policy and render a short MuJoCo video at the end
-
-    def __post_init__(self) -> None:
-        require_finite("run", self)
-        if not str(self.out).strip():  # an empty path would be the working directory
-            raise ValueError("run.out must name a folder, got an empty string")
-        if self.checkpoint_every < 1:
-            raise ValueError(f"run.checkpoint_every must be >= 1, got {self.checkpoint_every}")
-        if self.eval_every < 0:
-            raise ValueError(f"run.eval_every must be >= 0 (0 = only at the end), got {self.eval_every}")
-        if not self.eval_seconds > EVAL_SETTLE_SECONDS:
-            raise ValueError(
-                f"run.eval_seconds must be longer than the evaluation's {EVAL_SETTLE_SECONDS:g} s settling time, "
-                f"got {self.eval_seconds}"
-            )
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    algo: str = "shac"  # one of ALGORITHMS; only its section is used
-    task: VelocityTaskConfig = field(default_factory=VelocityTaskConfig)
-    shac: SHACConfig = field(default_factory=SHACConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    run: RunConfig = field(default_factory=RunConfig)
-
-    def __post_init__(self) -> None:
-        if self.algo not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.algo!r}; accepted: {', '.join(ALGORITHMS)}")
-        every = self.run.eval_every
-        if self.algo == "ppo" and every and self.ppo.iterations % every:
-            # Brax's PPO hands out parameters only between equal epochs.
-            raise ValueError(f"ppo.iterations ({self.ppo.iterations}) must be a multiple of run.eval_every ({every})")
-        dt = self.task.control_dt  # the evaluation counts whole control steps
-        if round(self.run.eval_seconds / dt) <= round(EVAL_SETTLE_SECONDS / dt):
-            raise ValueError(
-                f"run.eval_seconds ({self.run.eval_seconds}) must exceed the evaluation's {EVAL_SETTLE_SECONDS:g} s "
-                f"settling time by at least one control step ({dt} s)"
-            )
-
-    @property
-    def iterations(self) -> int:
-        return self.shac.iterations if self.algo == "shac" else self.ppo.iterations
-
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.shac.num_envs * self.shac.horizon if self.algo == "shac" else self.ppo.steps_per_iteration
-
-    def to_dict(self) -> dict:
-        return {
-            "algo": self.algo,
-            "task": self.task.to_dict(),
-            "shac": self.shac.to_dict(),
-            "ppo": self.ppo.to_dict(),
-            "run": self.run.__dict__,
-        }
-
-    @classmethod
-    def from_dict(cls, saved: dict) -> "TrainConfig":
-        """Inverse of ``to_dict`` (JSON turns tuples into lists; the configs validate again)."""
-        from smoothloco.tasks.config import CommandConfig, GaitConfig, PushConfig, RandomizationConfig
-
-        untuple = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
-        task = untuple(saved["task"])
-        # Runs from before the trot generator have no "gait" section: they trained without one.
-        absent = {"gait": {"frequency": 0.0}}
-        sections = (("commands", CommandConfig), ("pushes", PushConfig), ("gait", GaitConfig), ("randomization", RandomizationConfig))
-        for key, sub in sections:
-            task[key] = sub(**untuple(saved["task"].get(key, absent.get(key, {}))))
-        return cls(  # runs from before PPO existed have no "algo" and "ppo"
-            algo=saved.get("algo", "shac"),
-            task=VelocityTaskConfig(**task),
-            shac=SHACConfig(**untuple(saved["shac"])),
-            ppo=PPOConfig(**untuple(saved.get("ppo", {}))),
-            run=RunConfig(**saved["run"]),
-        )
-
-
-@dataclass(frozen=True)
-class LoadedRun:
-    """A finished or interrupted run, read back from its folder: what export, play and eval need."""
-
-    run_dir: Path
-    config: TrainConfig
-    make_policy: Callable
-    params: tuple  # (observation normalizer, actor parameters): SHAC's actor or Brax's PPO policy
-    iteration: int
-    env_steps: int
-
-    def policy(self, deterministic: bool = True) -> Callable:
-        return self.make_policy(self.params, deterministic=deterministic)
-
-
-def load_run(run_dir: str | Path) -> LoadedRun:
-    """Read ``config.json`` and the policy part of ``checkpoint.msgpack`` (SHAC or PPO) without
-    building the training environment; a clear error if the folder is not a run or the
-    checkpoint's arrays are not those ``config.json`` builds."""
-    run_dir = Path(run_dir)
-    config_file, ckpt_path = run_dir / CONFIG_NAME, run_dir / checkpoint.CHECKPOINT_NAME
-    if not config_file.is_file():
-        raise checkpoint.CheckpointError(f"{run_dir} is not a run folder: no config.json")
-    try:
-        config = TrainConfig.from_dict(json.loads(config_file.read_text()))
-    except (KeyError, ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
-        raise checkpoint.CheckpointError(f"{config_file} is not a readable run configuration: {exc!r}") from exc
-    raw = checkpoint.load_raw(ckpt_path)
-    try:
-        load = _load_shac_policy if config.algo == "shac" else ppo.load_policy
-        make_policy, params, iteration, env_steps = load(config, raw, ckpt_path)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise checkpoint.CheckpointError(f"checkpoint {ckpt_path} does not match {config_file}: {exc}") from exc
-    return LoadedRun(run_dir, config, make_policy, params, iteration, env_steps)
-
-
-def _load_shac_policy(config: TrainConfig, raw: dict, ckpt_path: Path) -> tuple[Callable, tuple, int, int]:
-    from flax import serialization
-
-    from smoothloco.train.networks import Actor
-
-    c = config.shac
-    task = VelocityTask(config.task)
-    actor = Actor(c.actor_hidden, task.action_size, c.init_log_std)
-    size = task.observation_size
-    obs = {k: np.zeros(v, np.float32) for k, v in size.items()} if isinstance(size, dict) else np.zeros(size, np.float32)
-    actor_template = actor.init(jax.random.PRNGKey(0), actor_obs_of(obs))
-    normalizer_template = running_statistics.init_state(jax.tree.map(lambda x: specs.Array(x.shape, np.float32), obs))
-    train_state = raw["0"]  # the checkpoint is (train_state, env_state)
-    for key, template in (("normalizer", normalizer_template), ("actor_params", actor_template)):
-        checkpoint.check_matches(ckpt_path, train_state[key], template, where=f"train_state/{key}", what=CONFIG_NAME)
-    params = (
-        serialization.from_state_dict(normalizer_template, train_state["normalizer"]),
-        serialization.from_state_dict(actor_template, train_state["actor_params"]),
-    )
-    return make_policy_factory(actor), params, int(train_state["iteration"]), int(train_state["env_steps"])
 
 
 @contextlib.contextmanager
@@ -276,6 +129,7 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
         if not resume and ckpt_path.exists():
             raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or choose another --out")
         jax.config.update("jax_compilation_cache_dir", host_compile_cache(config.run.compile_cache))
+        quiet_cache_loads()  # XLA's false machine-mismatch lines on every cache hit (smoothloco.quiet)
         # A resume records what it changed once it trains (its checkpoint loaded, its first
         # update done), so a resume that fails leaves config.json as it was.
         record_changes = functools.partial(_record_resume_settings, run_dir, saved, config) if resume else None
@@ -288,7 +142,7 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
                 if config.algo == "shac":
                     make_policy, params, stopped = _train_shac(config, log, ckpt_path, resume)
                 else:
-                    make_policy, params, stopped = ppo.train_ppo(config, log, ckpt_path)
+                    make_policy, params, stopped = _train_ppo(config, log, ckpt_path)
             finally:
                 log.close()
         if stopped:
@@ -402,6 +256,83 @@ def _load_shac_checkpoint(path: Path, template: tuple, num_envs: int) -> tuple:
                 f"checkpoint {path} holds {counts.pop()} environments; the configuration asks shac.num_envs {num_envs}"
             ) from exc
         raise
+
+
+class _Stop(Exception):
+    """Raised from a Brax hook to leave ``ppo.train`` after a checkpoint (SIGINT/SIGTERM)."""
+
+
+def _train_ppo(config: TrainConfig, log: RunLog, ckpt_path: Path) -> tuple[Callable, tuple, bool]:
+    """Run Brax PPO, reporting each epoch to ``log``. Returns ``(make_policy, params, stopped)``
+    with params = (normalizer, policy params, value params), Brax's order.
+
+    Brax's ``ppo.train`` does the training; this translates ``PPOConfig`` into its arguments and
+    reports through its ``policy_params_fn`` and ``progress_fn`` hooks, which Brax calls after
+    every training epoch. One epoch is ``run.eval_every`` iterations, so PPO is evaluated and
+    checkpointed on the SHAC schedule."""
+    c = config.ppo
+    epochs = c.iterations // (config.run.eval_every or c.iterations)  # TrainConfig checked it divides
+    latest: dict[str, Any] = {}
+
+    def policy_params_fn(step: int, make_policy: Callable, params: tuple) -> None:
+        if step == 0:  # Brax also calls this before training; SHAC is not evaluated there either
+            return
+        row = log.row(step // c.steps_per_iteration, step)  # timed before the evaluation
+        row.update(log.evaluate(make_policy, params))
+        checkpoint.save(ckpt_path, _checkpoint_tree(params, row["iteration"], step))
+        latest.update(make_policy=make_policy, params=params, row=row)
+
+    def progress_fn(step: int, metrics: dict) -> None:
+        row = latest["row"]
+        row.update({k: float(v) for k, v in metrics.items() if k.startswith("training/") and k != "training/walltime"})
+        log.record(row, c.iterations)
+        if log.stop_requested and step < c.iterations * c.steps_per_iteration:
+            raise _Stop
+
+    try:
+        make_policy, params, _ = brax_ppo.train(
+            environment=VelocityTask(config.task),
+            num_timesteps=c.iterations * c.steps_per_iteration,
+            num_evals=epochs + 1,  # Brax: one call before training, then one per epoch
+            run_evals=False,  # Brax's evaluator runs whole episodes; ours is the command grid
+            num_eval_envs=2,  # built (its reset compiled) even when unused: keep it small
+            episode_length=c.episode_length,
+            num_envs=c.num_envs,
+            batch_size=c.num_envs // c.num_minibatches,
+            num_minibatches=c.num_minibatches,
+            unroll_length=c.unroll_length,
+            num_updates_per_batch=c.num_updates_per_batch,
+            learning_rate=c.learning_rate,
+            learning_rate_schedule="ADAPTIVE_KL" if c.adaptive_kl else None,
+            desired_kl=c.desired_kl,
+            entropy_cost=c.entropy_cost,
+            discounting=c.discounting,
+            gae_lambda=c.gae_lambda,
+            clipping_epsilon=c.clipping_epsilon,
+            clipping_epsilon_value=c.clipping_epsilon_value,
+            vf_loss_coefficient=c.vf_loss_coefficient,
+            max_grad_norm=c.max_grad_norm,
+            normalize_observations=c.normalize_observations,
+            network_factory=ppo.network_factory(c),
+            randomization_fn=ppo.randomization_fn(config.task),
+            policy_params_fn=policy_params_fn,
+            progress_fn=progress_fn,
+            seed=c.seed,
+        )
+    except _Stop:
+        return latest["make_policy"], latest["params"], True
+    return make_policy, params, False
+
+
+def _checkpoint_tree(params: tuple, iteration: int, env_steps: int) -> dict:
+    normalizer, policy, value = params
+    return {
+        "normalizer": normalizer,
+        "policy_params": policy,
+        "value_params": value,
+        "iteration": np.int64(iteration),
+        "env_steps": np.int64(env_steps),
+    }
 
 
 class RunLog:
@@ -567,10 +498,6 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
     ]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(run_dir, history)
-    if config.run.deploy:
-        from smoothloco.deploy.cli import deploy_after_training
-
-        deploy_after_training(run_dir)
 
 
 def _plot(run_dir: Path, history: list[dict]) -> None:

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 from brax import envs
+from brax.envs.wrappers import training
 from brax.training.acme import running_statistics, specs
 from flax import struct
 
@@ -345,8 +346,6 @@ def _guarded_normalizer_update(normalizer: running_statistics.RunningStatisticsS
 def make_env(task: envs.Env, num_envs: int, episode_length: int, randomization_fn: Callable | None = None) -> envs.Env:
     """Vmapped (optionally domain-randomized) and episode-wrapped, without Brax's auto-reset,
     so the pre-reset observation stays available for truncation bootstrapping."""
-    from brax.envs.wrappers import training
-
     if randomization_fn is None:
         env = training.VmapWrapper(task)
     else:

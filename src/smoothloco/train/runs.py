@@ -1,0 +1,210 @@
+"""A training run as data: its configuration (``TrainConfig``, saved as ``config.json``) and the
+run read back from its folder (``load_run``: the policy of its checkpoint, SHAC or PPO).
+
+This is the layer that deploy and evaluate build on: reading a run needs the task, the
+networks and the checkpoint format, never the training loop (``runner``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import jax
+import numpy as np
+from brax.training.acme import running_statistics, specs
+from brax.training.agents.ppo import networks as ppo_networks
+from flax import serialization
+
+from smoothloco.tasks import CommandConfig, GaitConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+from smoothloco.train import checkpoint
+from smoothloco.train.networks import Actor, actor_obs, make_policy_factory
+from smoothloco.train.ppo import PPOConfig, network_factory
+from smoothloco.train.run_folder import CONFIG_NAME
+from smoothloco.train.shac import SHACConfig
+from smoothloco.validation import require_finite
+
+ALGORITHMS = ("shac", "ppo")
+# What a resume may change: how long the run trains and how often it evaluates and checkpoints.
+RESUME_SETTINGS = (("shac", "iterations"), ("run", "eval_every"), ("run", "checkpoint_every"))
+# The training-time evaluation (``evaluate.grid.command_evaluator``'s default) scores a command
+# only after it has held this long, so a shorter evaluation would have nothing to score.
+EVAL_SETTLE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    out: str = "runs/default"
+    checkpoint_every: int = 20  # iterations (SHAC; PPO saves at every evaluation, when Brax hands out parameters)
+    eval_every: int = 50  # iterations; 0 = only at the end
+    eval_seconds: float = 5.0
+    compile_cache: str = ".jax_cache"
+    # `smoothloco train` exports the policy and renders a short MuJoCo video once the run has
+    # finished (deploy.play.deploy_after_training); runner.train itself never deploys.
+    deploy: bool = True
+
+    def __post_init__(self) -> None:
+        require_finite("run", self)
+        if not str(self.out).strip():  # an empty path would be the working directory
+            raise ValueError("run.out must name a folder, got an empty string")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"run.checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if self.eval_every < 0:
+            raise ValueError(f"run.eval_every must be >= 0 (0 = only at the end), got {self.eval_every}")
+        if not self.eval_seconds > EVAL_SETTLE_SECONDS:
+            raise ValueError(
+                f"run.eval_seconds must be longer than the evaluation's {EVAL_SETTLE_SECONDS:g} s settling time, "
+                f"got {self.eval_seconds}"
+            )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    algo: str = "shac"  # one of ALGORITHMS; only its section is used
+    task: VelocityTaskConfig = field(default_factory=VelocityTaskConfig)
+    shac: SHACConfig = field(default_factory=SHACConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {self.algo!r}; accepted: {', '.join(ALGORITHMS)}")
+        every = self.run.eval_every
+        if self.algo == "ppo" and every and self.ppo.iterations % every:
+            # Brax's PPO hands out parameters only between equal epochs.
+            raise ValueError(f"ppo.iterations ({self.ppo.iterations}) must be a multiple of run.eval_every ({every})")
+        dt = self.task.control_dt  # the evaluation counts whole control steps
+        if round(self.run.eval_seconds / dt) <= round(EVAL_SETTLE_SECONDS / dt):
+            raise ValueError(
+                f"run.eval_seconds ({self.run.eval_seconds}) must exceed the evaluation's {EVAL_SETTLE_SECONDS:g} s "
+                f"settling time by at least one control step ({dt} s)"
+            )
+
+    @property
+    def iterations(self) -> int:
+        return self.shac.iterations if self.algo == "shac" else self.ppo.iterations
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.shac.num_envs * self.shac.horizon if self.algo == "shac" else self.ppo.steps_per_iteration
+
+    def to_dict(self) -> dict:
+        return {
+            "algo": self.algo,
+            "task": self.task.to_dict(),
+            "shac": self.shac.to_dict(),
+            "ppo": self.ppo.to_dict(),
+            "run": self.run.__dict__,
+        }
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> "TrainConfig":
+        """Inverse of ``to_dict`` (JSON turns tuples into lists; the configs validate again)."""
+        untuple = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
+        task = untuple(saved["task"])
+        # Runs from before the trot generator have no "gait" section: they trained without one.
+        absent = {"gait": {"frequency": 0.0}}
+        sections = (("commands", CommandConfig), ("pushes", PushConfig), ("gait", GaitConfig), ("randomization", RandomizationConfig))
+        # Runs from before the hidden standing clock observed it at every command.
+        before = {"gait": {"hide_clock_when_standing": False}}
+        for key, sub in sections:
+            task[key] = sub(**{**before.get(key, {}), **untuple(saved["task"].get(key, absent.get(key, {})))})
+        return cls(  # runs from before PPO existed have no "algo" and "ppo"
+            algo=saved.get("algo", "shac"),
+            task=VelocityTaskConfig(**task),
+            shac=SHACConfig(**untuple(saved["shac"])),
+            ppo=PPOConfig(**untuple(saved.get("ppo", {}))),
+            run=RunConfig(**saved["run"]),
+        )
+
+
+def read_config(config_file: Path) -> TrainConfig:
+    """The ``TrainConfig`` saved in ``config_file``; ValueError (one line) if it is missing or
+    not a readable run configuration."""
+    if not config_file.is_file():
+        raise ValueError(f"no {config_file.name} at {config_file.parent} (not a run folder)")
+    try:
+        return TrainConfig.from_dict(json.loads(config_file.read_text()))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(f"{config_file} is not a readable run configuration: {exc!r}") from exc
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A finished or interrupted run, read back from its folder: what export, play and eval need."""
+
+    run_dir: Path
+    config: TrainConfig
+    make_policy: Callable
+    params: tuple  # (observation normalizer, actor parameters): SHAC's actor or Brax's PPO policy
+    iteration: int
+    env_steps: int
+
+    def policy(self, deterministic: bool = True) -> Callable:
+        return self.make_policy(self.params, deterministic=deterministic)
+
+
+def load_run(run_dir: str | Path) -> LoadedRun:
+    """Read ``config.json`` and the policy part of ``checkpoint.msgpack`` (SHAC or PPO) without
+    building the training environment; a clear error if the folder is not a run or the
+    checkpoint's arrays are not those ``config.json`` builds."""
+    run_dir = Path(run_dir)
+    config_file, ckpt_path = run_dir / CONFIG_NAME, run_dir / checkpoint.CHECKPOINT_NAME
+    if not config_file.is_file():
+        raise checkpoint.CheckpointError(f"{run_dir} is not a run folder: no config.json")
+    try:
+        config = read_config(config_file)
+    except ValueError as exc:
+        raise checkpoint.CheckpointError(str(exc)) from exc
+    raw = checkpoint.load_raw(ckpt_path)
+    try:
+        load = _load_shac_policy if config.algo == "shac" else _load_ppo_policy
+        make_policy, params, iteration, env_steps = load(config, raw, ckpt_path)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise checkpoint.CheckpointError(f"checkpoint {ckpt_path} does not match {config_file}: {exc}") from exc
+    return LoadedRun(run_dir, config, make_policy, params, iteration, env_steps)
+
+
+def _load_shac_policy(config: TrainConfig, raw: dict, ckpt_path: Path) -> tuple[Callable, tuple, int, int]:
+    c = config.shac
+    task = VelocityTask(config.task)
+    actor = Actor(c.actor_hidden, task.action_size, c.init_log_std)
+    size = task.observation_size
+    obs = {k: np.zeros(v, np.float32) for k, v in size.items()} if isinstance(size, dict) else np.zeros(size, np.float32)
+    actor_template = actor.init(jax.random.PRNGKey(0), actor_obs(obs))
+    normalizer_template = running_statistics.init_state(jax.tree.map(lambda x: specs.Array(x.shape, np.float32), obs))
+    train_state = raw["0"]  # the checkpoint is (train_state, env_state)
+    for key, template in (("normalizer", normalizer_template), ("actor_params", actor_template)):
+        checkpoint.check_matches(ckpt_path, train_state[key], template, where=f"train_state/{key}", what=CONFIG_NAME)
+    params = (
+        serialization.from_state_dict(normalizer_template, train_state["normalizer"]),
+        serialization.from_state_dict(actor_template, train_state["actor_params"]),
+    )
+    return make_policy_factory(actor), params, int(train_state["iteration"]), int(train_state["env_steps"])
+
+
+def _load_ppo_policy(config: TrainConfig, raw: dict, ckpt_path: Path) -> tuple[Callable, tuple, int, int]:
+    """From a PPO checkpoint (``ckpt_path``) read with ``checkpoint.load_raw``: Brax's
+    ``make_policy``, ``(normalizer, policy params)``, iteration and env steps. KeyError/ValueError
+    or ``checkpoint.CheckpointMismatch`` if it does not match the config."""
+    c = config.ppo
+    task = VelocityTask(config.task)
+    size = task.observation_size  # an int, or a dict of shapes with a privileged critic
+    if isinstance(size, dict):
+        obs_spec = {k: specs.Array(v, np.float32) for k, v in size.items()}
+    else:
+        obs_spec = specs.Array((size,), np.float32)
+    normalize = running_statistics.normalize if c.normalize_observations else (lambda x, y: x)
+    networks = network_factory(c)(size, task.action_size, preprocess_observations_fn=normalize)
+    make_policy = ppo_networks.make_inference_fn(networks)
+    policy_template = networks.policy_network.init(jax.random.PRNGKey(0))
+    normalizer_template = running_statistics.init_state(obs_spec)
+    for key, template in (("normalizer", normalizer_template), ("policy_params", policy_template)):
+        checkpoint.check_matches(ckpt_path, raw[key], template, where=key, what=CONFIG_NAME)
+    params = (
+        serialization.from_state_dict(normalizer_template, raw["normalizer"]),
+        serialization.from_state_dict(policy_template, raw["policy_params"]),
+    )
+    return make_policy, params, int(raw["iteration"]), int(raw["env_steps"])
