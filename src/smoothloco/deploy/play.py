@@ -61,10 +61,11 @@ def play(
     return PlayResult(trajectory_file, render_video(clip, out))
 
 
-def deploy_after_training(run_dir: Path) -> None:
+def deploy_after_training(run_dir: str | Path) -> None:
     """Export and a short MuJoCo video of a finished run (``smoothloco train`` ends with it); a
     failure is reported, not raised, since the run itself (checkpoint, metrics, summary) is
     already complete."""
+    run_dir = Path(run_dir)
     try:
         result = play(run_dir, "mujoco", seconds=TRAINING_VIDEO_SECONDS)
     except Exception as exc:  # noqa: BLE001 - whatever breaks here must not fail a finished run

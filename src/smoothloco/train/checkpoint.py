@@ -72,9 +72,17 @@ def save(path: Path, tree: Any) -> None:
         "sha256": hashlib.sha256(payload).hexdigest(),
         "arrays": {p: [list(shape), dtype] for p, (shape, dtype) in _arrays(state).items()},
     }
-    data = MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n" + payload
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".checkpoint-")
+    write_atomically(path, MAGIC + json.dumps(header, separators=(",", ":")).encode() + b"\n" + payload)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, fsync it and rename it over ``path``:
+    a kill at any point leaves the old file or the new one, never a part of it. The file keeps
+    its permissions (a new one gets rw-r--r--, not the temporary file's rw-------)."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

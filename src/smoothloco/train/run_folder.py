@@ -13,10 +13,11 @@ import fcntl
 import io
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from tensorboardX import SummaryWriter
+
+from smoothloco.train import checkpoint
 
 LOCK_NAME = ".train.lock"  # held (flock) by the training in the folder; never deleted, see run_lock
 CONFIG_NAME = "config.json"
@@ -92,21 +93,8 @@ def run_lock(run_dir: Path, create: bool):
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, fsync it and rename it over ``path``:
-    a kill at any point leaves the old file or the new one, never a part of it. The file keeps
-    its permissions (a new one gets rw-r--r--, not the temporary file's rw-------)."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``text`` into ``path`` all at once or not at all (``checkpoint.write_atomically``)."""
+    checkpoint.write_atomically(path, text.encode())
 
 
 def write_config(run_dir: Path, saved: dict) -> None:
