@@ -1,8 +1,9 @@
 """ANYmal-C-class quadruped built from primitive shapes and public numbers.
 
-The model is generated from the tables below (see ``shared/reference/anymal_c.md``)
-rather than written out four times, so every leg follows one set of numbers and
-the sign conventions (x forward, y left, z up; legs LF, RF, LH, RH) live in one place.
+The model is generated from the tables below (public ANYmal C figures from MuJoCo Menagerie's
+anybotics_anymal_c model and legged_gym's anymal_c configuration, plus forward kinematics of
+them) rather than written out four times, so every leg follows one set of numbers and the sign
+conventions (x forward, y left, z up; legs LF, RF, LH, RH) live in one place.
 All joint axes are the same in the base frame: HAA = +x, HFE = +y, KFE = +y.
 """
 
