@@ -9,14 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from smoothloco.deploy.export import EXPORT_DIR, export_run
 from smoothloco.deploy.player import FRAME_RATE, Command, Player, Push, command_schedule
 from smoothloco.deploy.render import Clip, render_video
+from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.sim import CONTACT_MODELS
-from smoothloco.sim.rotation import rotate_inverse
 from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
 from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.runs import load_run
@@ -109,8 +108,7 @@ def _play_ours(
 ) -> tuple[dict, Clip]:
     """The JAX policy in ``VelocityTask`` with ``contact``, following ``commands`` and ``pushes``.
 
-    The trajectory has the state fields of the MuJoCo player's plus ``qpos``/``qvel``; our task
-    keeps no torques or contact signals in its state.
+    The trajectory has the MuJoCo player's fields (``evaluate.record``) plus ``qpos``/``qvel``.
     """
     run = load_run(run_dir)
     dt = run.config.task.control_dt
@@ -123,23 +121,12 @@ def _play_ours(
     def body(state, inputs):
         next_command, kick = inputs
         q, v = state.pipeline_state.q, state.pipeline_state.v
-        record = {
-            "qpos": q,
-            "qvel": v,
-            "base_pos": q[:3],
-            "base_lin_vel": rotate_inverse(q[3:7], v[:3]),
-            "base_ang_vel": v[3:6],
-            "gravity": rotate_inverse(q[3:7], jnp.array([0.0, 0.0, -1.0])),
-            "joint_pos": q[7:],
-            "joint_vel": v[6:],
-            "done": state.done > 0,
-        }
         action = policy(state.obs, None)[0]
         # The kick lands after the policy saw the state, so it shows in the next observation.
-        state = state.replace(pipeline_state=state.pipeline_state.replace(v=v.at[:2].add(kick)))
+        kicked = state.replace(pipeline_state=state.pipeline_state.replace(v=v.at[:2].add(kick)))
         # The command for the next control period goes in before the step, whose observation carries it.
-        state = state.replace(info={**state.info, "command": next_command})
-        return task.step(state, action), record
+        next_state, contact = task.step_with_contact(kicked.replace(info={**state.info, "command": next_command}), action)
+        return next_state, {"qpos": q, "qvel": v, **trajectory_sample(state, contact)}
 
     def rollout(key, next_commands, kicks):
         return jax.lax.scan(body, task.reset(key), (next_commands, kicks))[1]

@@ -71,7 +71,7 @@ def command_evaluator(
         policy = make_policy(params)
         state = task.reset(key)
         state = state.replace(info={**state.info, "command": command})
-        state = state.replace(obs=task._observe(state.pipeline_state, state.info, _contact_placeholder(), key, False))
+        state = state.replace(obs=task._observe(state.pipeline_state, state.info, _resting_contact(None), key, False))
 
         def body(carry, _):
             state, fallen, ret = carry
@@ -126,6 +126,3 @@ def gait_metrics(traj: metrics.Trajectory, mass: float, settle_seconds: float = 
         "base_speed": metrics.base_speed(traj, settle_seconds),
     }
 
-
-def _contact_placeholder():
-    return _resting_contact(None)

@@ -129,18 +129,19 @@ def swings(traj: Trajectory, settle_seconds: float = 1.0) -> list[tuple[float, f
 def foot_air_time(traj: Trajectory, settle_seconds: float = 1.0) -> float:
     """Mean air time (s) of a completed swing; 0 when no foot left the ground (NaN when no sample
     settled), so standing still reads as 0, not as missing."""
-    if not settled(traj, settle_seconds).any():
-        return float("nan")
-    found = swings(traj, settle_seconds)
-    return float(np.mean([s[0] for s in found])) if found else 0.0
+    return _swing_mean(traj, settle_seconds, 0)
 
 
 def foot_clearance(traj: Trajectory, settle_seconds: float = 1.0) -> float:
     """Mean peak foot height (m) of a completed swing; 0 when no foot left the ground."""
+    return _swing_mean(traj, settle_seconds, 1)
+
+
+def _swing_mean(traj: Trajectory, settle_seconds: float, column: int) -> float:
     if not settled(traj, settle_seconds).any():
         return float("nan")
     found = swings(traj, settle_seconds)
-    return float(np.mean([s[1] for s in found])) if found else 0.0
+    return float(np.mean([s[column] for s in found])) if found else 0.0
 
 
 def steps_per_second(traj: Trajectory, settle_seconds: float = 1.0) -> float:

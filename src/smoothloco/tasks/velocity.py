@@ -31,7 +31,7 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("joint_pos", 12, 1.0, 0.01),
     ("joint_vel", 12, 0.05, 1.5),
     ("last_action", 12, 1.0, 0.0),
-    ("gait_clock", 2, 1.0, 0.0),  # sin, cos of the trot phase; constant when the generator is off
+    ("gait_clock", 2, 1.0, 0.0),  # sin, cos of the trot phase; (0, 0) while standing if the gait hides it
 )
 # A command (vx, vy, yaw rate) shorter than this asks the robot to stand: all feet down.
 STANDING_COMMAND = 0.1
@@ -158,15 +158,14 @@ class VelocityTask(Env):
         gait_cfg = self.config.gait
         if gait_cfg.frequency == 0:
             return jnp.zeros(len(self.robot.foot_geoms))
-        moving = jnp.linalg.norm(command) > STANDING_COMMAND
-        return moving * gait_cfg.swing_height * gait.swing_profile(phase, self._phase_shifts)
+        return ~standing(command) * gait_cfg.swing_height * gait.swing_profile(phase, self._phase_shifts)
 
     # -- pieces ---------------------------------------------------------------------------
     def _clock_observation(self, phase: jax.Array, command: jax.Array) -> jax.Array:
         clock = gait.clock(phase)
         if not self.config.gait.hide_clock_when_standing:
             return clock
-        return jnp.where(jnp.linalg.norm(command) > STANDING_COMMAND, clock, 0.0)
+        return jnp.where(standing(command), 0.0, clock)
 
     def _active_terms(self) -> list[str]:
         return [name for name, w in self.config.reward_weights.items() if w != 0.0]
@@ -237,7 +236,7 @@ class VelocityTask(Env):
             touchdown=touchdown.astype(jnp.float32),
             foot_height=contact.gap,
             swing_target=self.swing_target(phase, info["command"]),
-            standing=(jnp.linalg.norm(info["command"]) <= STANDING_COMMAND).astype(jnp.float32),
+            standing=standing(info["command"]).astype(jnp.float32),
             tracking_sigma=self.config.tracking_sigma,
             base_height_target=self.config.base_height_target,
         )
@@ -281,6 +280,11 @@ class VelocityTask(Env):
             ]
         )
         return {"state": obs, "privileged_state": jnp.concatenate([clean, extra])}
+
+
+def standing(command: jax.Array) -> jax.Array:
+    """Whether ``command`` (vx, vy, yaw rate) asks the robot to stand still."""
+    return jnp.linalg.norm(command) <= STANDING_COMMAND
 
 
 def _resting_contact(physics: SimState) -> StepInfo:
