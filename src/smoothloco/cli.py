@@ -39,7 +39,8 @@ def _bench(args: argparse.Namespace) -> int:
     if args.target == "sim":
         results = bench.bench_sim(batch=args.batch, steps=args.steps, repeats=args.repeats)
         table = bench.format_table(results, bench.SIM_ROWS)
-        ratios = ["smooth_over_mjx_step", "smooth_over_mujoco_c"] + [f"{m}_grad_over_forward" for m in ("smooth", "hard", "soft")]
+        ratios = ["smooth_over_mjx_step"] + [f"smooth_over_{name}" for name in bench.MUJOCO_C_SETTINGS]
+        ratios += [f"{m}_grad_over_forward" for m in ("smooth", "hard", "soft")]
     else:
         results = bench.bench_task(batch=args.batch, steps=args.steps, repeats=args.repeats)
         table = bench.format_table(results, bench.TASK_ROWS, unit="control steps/s")
