@@ -21,6 +21,7 @@ from smoothloco.cli import main
 from smoothloco.deploy import player as player_module
 from smoothloco.deploy import render
 from smoothloco.deploy.export import mlp_policy, onnx_model
+from smoothloco.deploy.play import play
 from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.deploy.render import Clip, render_video, write_video
 from smoothloco.robot import anymal_c
@@ -340,3 +341,16 @@ def test_a_clock_only_policy_adds_no_offsets_anywhere(tmp_path: Path):
     observed = player.observe(data, np.zeros(3), np.asarray(standing["last_action"]), 0.3)
     assert np.all(np.asarray(expected)[-2:] == 0.0) and np.all(observed[-2:] == 0.0)
     np.testing.assert_allclose(observed, np.asarray(expected), atol=1e-5)
+
+
+def test_play_in_our_simulator_pushes_when_the_player_does(run_dir: Path, tmp_path: Path, monkeypatch):
+    """Our simulator's scripted rollout (shared with ``eval``) puts a push at ``t`` into the state
+    sampled at ``t``, as the MuJoCo player does."""
+    monkeypatch.setattr(render, "BACKENDS", ("no-such-backend",))  # the trajectory is what is checked
+    result = play(run_dir, sim="hard", commands=[(0.0, 0.0, 0.0, 0.0)], pushes=[(0.2, 1.0, 0.0)], seconds=0.4,
+                  out=tmp_path / "push.mp4")  # fmt: skip
+    traj = np.load(result.trajectory)
+    k = int(np.argmin(np.abs(traj["time"] - 0.2)))
+    world_vx = traj["qvel"][:, 0]
+    assert world_vx[k] - world_vx[k - 1] > 0.8
+    assert traj["qpos"].shape == (len(traj["time"]), 19)

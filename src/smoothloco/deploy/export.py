@@ -30,8 +30,8 @@ from onnx import TensorProto, helper, numpy_helper
 from smoothloco import __version__
 from smoothloco.deploy import player
 from smoothloco.tasks import OBS_LAYOUT, VelocityTask, gait
-from smoothloco.tasks.velocity import STANDING_COMMAND
-from smoothloco.tasks.velocity import observation_scales
+from smoothloco.tasks.velocity import STANDING_COMMAND, observation_scales
+from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.networks import actor_obs
 from smoothloco.train.runs import LoadedRun, load_run
 
@@ -249,3 +249,12 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def exported(run_dir: Path) -> Path:
+    """The run's export folder, written first if missing or older than the checkpoint."""
+    folder, checkpoint = run_dir / EXPORT_DIR, run_dir / CHECKPOINT_NAME
+    contract = folder / "policy.json"
+    if not contract.is_file() or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract.stat().st_mtime):
+        export_run(run_dir, folder)
+    return folder

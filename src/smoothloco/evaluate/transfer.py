@@ -13,7 +13,7 @@ import copy
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,8 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from smoothloco import plotting
-from smoothloco.deploy.export import ExportError
-from smoothloco.deploy.play import exported
+from smoothloco.deploy.export import ExportError, exported
 from smoothloco.deploy.player import Player, PolicyContractError, command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
@@ -46,11 +45,25 @@ class TrajectoryPlayer(Protocol):
 
 
 # -- rollouts --------------------------------------------------------------------------------
-def rollout_ours(run, contact: str, scenarios: Sequence[Scenario]) -> list[Trajectory]:
+@dataclass(frozen=True)
+class Script:
+    """What a scripted rollout follows (a ``Scenario`` provides the same fields): commands
+    ``(t, vx, vy, yaw_rate)`` and pushes ``(t, vx, vy)`` in time order, ground friction (None:
+    nominal) and added base mass."""
+
+    commands: tuple[tuple[float, float, float, float], ...]
+    seconds: float
+    pushes: tuple[tuple[float, float, float], ...] = ()
+    friction: float | None = None
+    added_base_mass: float = 0.0
+
+
+def rollout_ours(run, contact: str, scenarios: Sequence[Scenario | Script]) -> list[Trajectory]:
     """Trajectories of ``run``'s deterministic JAX policy (a ``LoadedRun``) in our simulator with
     ``contact``: no random commands, pushes, noise or randomization; the scenarios' own pushes,
-    friction and base mass. The initial joint pose carries the task's reset jitter (±0.05 rad,
-    the same key for every scenario)."""
+    friction and base mass. A push at ``t`` is in the state the policy sees at ``t``, as in the
+    MuJoCo player. The initial joint pose carries the task's reset jitter (±0.05 rad, the same
+    key for every scenario). Samples carry ``qpos``/``qvel`` besides the metrics' fields."""
     if contact not in CONTACT_MODELS:
         raise ValueError(f"unknown contact model {contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
     config = run.config.task
@@ -74,7 +87,8 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario]) -> list[Traje
     kicks = np.zeros((len(scenarios), steps, 2), np.float32)  # kicks[:, k] lands at the end of step k
     for i, s in enumerate(scenarios):
         for t, vx, vy in s.pushes:
-            kicks[i, max(round(t / dt), 1) - 1] += (vx, vy)
+            if t < steps * dt:  # later ones would land after the end, as in the player
+                kicks[i, max(round(t / dt), 1) - 1] += (vx, vy)
     nominal = float(task.sys.friction)
     sims, sim_axes = set_physics(
         task.sys,
@@ -93,8 +107,8 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario]) -> list[Traje
             action = policy(state.obs, None)[0]
             state_info = {**state.info, "command": next_command}  # the next observation carries it
             next_state, contact = env.step_with_contact(state.replace(info=state_info), action, kick)
-            record = trajectory_sample(state, contact)
-            return next_state, record
+            q, v = state.pipeline_state.q, state.pipeline_state.v
+            return next_state, {"qpos": q, "qvel": v, **trajectory_sample(state, contact)}
 
         return jax.lax.scan(body, env.reset(jax.random.PRNGKey(0)), (next_commands, kicks))[1]
 
