@@ -22,7 +22,7 @@ def _rollout(env, state, actions):
 
 @pytest.mark.parametrize("contact", ["hard", "smooth", "soft"])
 def test_random_actions_stay_finite(contact):
-    # The explicit soft penalty needs a smaller step than the impulse models (DESIGN.md).
+    # The explicit soft penalty needs a smaller step than the impulse models (docs/design.md).
     task = VelocityTask(VelocityTaskConfig(contact=contact, sim_dt=0.0025 if contact == "soft" else 0.005))
     keys = jax.random.split(jax.random.PRNGKey(1), 64)
     env = training.wrap(task, episode_length=1000, randomization_fn=lambda sys: randomize(sys, keys))

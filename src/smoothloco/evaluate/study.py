@@ -1,4 +1,5 @@
-"""``smoothloco study contact``: the contact-model study behind the claim of DESIGN.md.
+"""``smoothloco study contact``: the contact-model study behind the claims that hard contact
+misleads learning, soft contact does not transfer and smoothed contact does both (docs/design.md).
 
 SHAC trains with ``hard``, ``soft`` and ``smooth`` contact on one budget (several seeds each);
 every policy is evaluated in its own simulator, in ``hard`` and in MuJoCo (through the export);

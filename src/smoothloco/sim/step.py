@@ -1,4 +1,4 @@
-"""One differentiable time step of the floating-base quadruped (DESIGN.md, "The time step").
+"""One differentiable time step of the floating-base quadruped (docs/design.md, "One time step").
 
 Smooth multibody dynamics (mass matrix, bias forces, Jacobians) come from ``sim.dynamics`` for
 the robot's MuJoCo model; contact is ours (``smoothloco.sim.contact``). Stepping is Moreau-Jean
