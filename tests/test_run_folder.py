@@ -209,6 +209,7 @@ def test_new_run_refuses_a_folder_that_is_not_a_run(fake_loop, tmp_path: Path, c
         ("--run.eval_seconds", "1.01", "must exceed the evaluation's 1 s settling time by at least one control step"),
         ("--run.checkpoint_every", "0", "run.checkpoint_every must be >= 1, got 0"),
         ("--run.eval_every", "-1", "run.eval_every must be >= 0"),
+        ("--shac.num_envs", "3", "--shac.num_envs 3 does not split evenly over the 2 local devices"),
     ],
 )
 def test_invalid_values_are_refused_before_anything_is_written(flag, value, message, tmp_path, capsys, monkeypatch):

@@ -24,7 +24,7 @@ from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.run_folder import CONFIG_NAME, RunAlreadyFinished, RunFolderError
-from smoothloco.train.runner import interrupted, train
+from smoothloco.train.runner import check_divides_over_devices, interrupted, train
 from smoothloco.train.runs import ALGORITHMS, RESUME_SETTINGS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
 
@@ -285,6 +285,7 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> TrainConfig:
 def run_train(args: argparse.Namespace) -> int:
     try:
         config = resume_config(Path(args.resume), args) if args.resume else config_from_args(args)
+        check_divides_over_devices(config)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -122,6 +122,7 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
     ckpt_path = run_dir / checkpoint.CHECKPOINT_NAME
     if resume and config.algo != "shac":
         raise ValueError(f"{run_dir}: only SHAC runs resume; Brax's PPO restarts its optimizer and environments")
+    check_divides_over_devices(config)
     saved = _check_resumable(run_dir, ckpt_path, config) if resume else None
     if not resume:
         check_new_run_folder(run_dir)
@@ -150,6 +151,15 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
         else:
             _finish(run_dir, config, log.run_history, log.evaluation, log.first_iteration_s)
     return make_policy, params, log.run_history
+
+
+def check_divides_over_devices(config: TrainConfig) -> None:
+    """Environments are sharded over every local device; refuse a count that does not split
+    evenly before anything is written."""
+    devices = jax.local_device_count()
+    flag, envs = ("ppo.num_envs", config.ppo.num_envs) if config.algo == "ppo" else ("shac.num_envs", config.shac.num_envs)
+    if envs % devices:
+        raise ValueError(f"--{flag} {envs} does not split evenly over the {devices} local devices; use a multiple of {devices}")
 
 
 def _check_resumable(run_dir: Path, ckpt_path: Path, config: TrainConfig) -> dict:
