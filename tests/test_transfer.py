@@ -102,7 +102,7 @@ def test_our_rollout_applies_pushes_friction_and_mass(tmp_path: Path):
         Scenario("slippery heavy", "mismatch", ((0.1, 0.3, 0.0, 0.0),), 0.3, friction=0.5, added_base_mass=5.0),
     )
     kick, heavy = rollout_ours(load_run(tmp_path / "run"), "hard", scenarios)
-    assert set(kick) == TRAJECTORY_KEYS and len(kick["time"]) == 20 and len(heavy["time"]) == 15
+    assert set(kick) == TRAJECTORY_KEYS | {"qpos", "qvel"} and len(kick["time"]) == 20 and len(heavy["time"]) == 15
     metrics.check_trajectory(kick)
     # The lateral kick shows in the sample at 0.2 s, the first the policy sees after it.
     jump = kick["base_lin_vel"][10, 1] - kick["base_lin_vel"][9, 1]

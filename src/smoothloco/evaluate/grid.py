@@ -51,8 +51,10 @@ def command_evaluator(
     seconds: float = 5.0,
     settle_seconds: float = 1.0,
 ) -> Callable[[Any], dict]:
-    """``evaluate(params)`` for ``make_policy(params) -> policy``, compiled on its first call and
-    reused: parameters are an argument of the jitted rollout, not constants baked into it."""
+    """``evaluate(params, sharpness=None)`` for ``make_policy(params) -> policy``, compiled on its
+    first call and reused: parameters and the smooth contact's sharpness (default: the task's)
+    are arguments of the jitted rollout, not constants baked into it, so a training evaluates
+    at the sharpness its schedule has reached."""
     config = replace(
         task_config,
         pushes=PushConfig(enabled=False),
@@ -67,10 +69,10 @@ def command_evaluator(
     command_array = jnp.asarray(commands, jnp.float32)
     keys = jax.random.split(jax.random.PRNGKey(0), len(commands))
 
-    def run(params, command: jax.Array, key: jax.Array):
+    def run(params, sharpness: jax.Array, command: jax.Array, key: jax.Array):
         policy = make_policy(params)
         state = task.reset(key)
-        state = state.replace(info={**state.info, "command": command})
+        state = state.replace(info={**state.info, "command": command, "sharpness": sharpness})
         state = state.replace(obs=task._observe(state.pipeline_state, state.info, _resting_contact(None), key, False))
 
         def body(carry, _):
@@ -85,12 +87,13 @@ def command_evaluator(
         (_, _, ret), records = jax.lax.scan(body, init, None, length=steps)
         return ret, records
 
-    rollout = jax.jit(jax.vmap(run, in_axes=(None, 0, 0)))
+    rollout = jax.jit(jax.vmap(run, in_axes=(None, None, 0, 0)))
     times = np.arange(steps) * config.control_dt
     mass = float(task.robot.mj_model().body_mass.sum())
 
-    def evaluate(params) -> dict:
-        returns, records = jax.device_get(rollout(params, command_array, keys))
+    def evaluate(params, sharpness: float | None = None) -> dict:
+        sharpness = jnp.asarray(config.sharpness if sharpness is None else sharpness, jnp.float32)
+        returns, records = jax.device_get(rollout(params, sharpness, command_array, keys))
         rows = []
         for i, command in enumerate(commands):
             traj = {k: np.asarray(v[i], np.float64) for k, v in records.items() if k not in ("done", "fallen")}

@@ -90,8 +90,8 @@ HELP = {
     "shac.critic_hidden": "hidden layer sizes of the critic network",
     "shac.init_log_std": "initial log standard deviation of the actor's exploration noise",
     "shac.episode_length": _EPISODE,
-    "shac.sharpness_schedule": "smooth contact: sharpness start,end in 1/m, geometric over the run (empty: "
-    "task.sharpness throughout)",
+    "shac.sharpness_schedule": "smooth contact: sharpness start,end in 1/m, geometric over the run; it "
+    "overrides task.sharpness (--shac.sharpness_schedule '' keeps task.sharpness throughout)",
     "shac.seed": "random seed",
     "ppo.num_envs": _ENVS,
     "ppo.unroll_length": "control steps each environment runs per rollout",

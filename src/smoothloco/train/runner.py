@@ -240,7 +240,8 @@ def _train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool)
         row = {**log.row(it + 1, int(train_state.env_steps)), **metrics}
         done = it + 1 == c.iterations
         if config.run.eval_every and ((it + 1) % config.run.eval_every == 0) or done:
-            row.update(log.evaluate(make_policy, (train_state.normalizer, train_state.actor_params)))
+            params = (train_state.normalizer, train_state.actor_params)
+            row.update(log.evaluate(make_policy, params, sharpness=metrics.get("sharpness")))
         log.record(row, c.iterations)
         if (it + 1) % config.run.checkpoint_every == 0 or done or log.stop_requested:
             log.sync()  # the rows up to this checkpoint reach the disk before it does
@@ -405,14 +406,15 @@ class RunLog:
             "train_wall_s": train_wall + session - self._eval_s,
         }
 
-    def evaluate(self, make_policy: Callable, params) -> dict:
-        """The deterministic policy on the command grid, as ``eval/<metric>`` entries. The
-        rollout compiles once per run (``make_policy`` is the same function every time)."""
+    def evaluate(self, make_policy: Callable, params, sharpness: float | None = None) -> dict:
+        """The deterministic policy on the command grid, as ``eval/<metric>`` entries, in smooth
+        contact at ``sharpness`` (default: the task's). The rollout compiles once per run
+        (``make_policy`` is the same function every time)."""
         tic = time.perf_counter()
         if self._evaluate is None:
             policy_of = lambda p: lambda obs: make_policy(p, deterministic=True)(obs, None)[0]  # noqa: E731
             self._evaluate = command_evaluator(self.config.task, policy_of, seconds=self.config.run.eval_seconds)
-        self.evaluation = self._evaluate(params)
+        self.evaluation = self._evaluate(params, sharpness)
         self._eval_s += time.perf_counter() - tic
         return {f"eval/{k}": v for k, v in self.evaluation.items() if k != "per_command"}
 

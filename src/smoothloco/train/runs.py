@@ -114,7 +114,8 @@ class TrainConfig:
         return cls(  # runs from before PPO existed have no "algo" and "ppo"
             algo=saved.get("algo", "shac"),
             task=VelocityTaskConfig(**task),
-            shac=SHACConfig(**untuple(saved["shac"])),
+            # Runs from before the sharpness schedule trained at the task's fixed sharpness.
+            shac=SHACConfig(**{"sharpness_schedule": (), **untuple(saved["shac"])}),
             ppo=PPOConfig(**untuple(saved.get("ppo", {}))),
             run=RunConfig(**saved["run"]),
         )
