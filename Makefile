@@ -30,7 +30,7 @@ train: $(STAMP) | render-libs
 	$(BIN)/smoothloco train
 
 test: $(STAMP) | render-libs
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope  # two workers: compilation is single-threaded
 
 bench: $(STAMP)
 	$(BIN)/smoothloco bench sim --json bench-sim.json

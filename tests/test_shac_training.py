@@ -71,16 +71,20 @@ def test_shac_improves_return():
     assert after - before > 0.35
 
 
+def _on_all_devices(ts, env_state):
+    """The placement training uses (and the device test's second update, so they share one compile)."""
+    return jax.device_put(ts, replicated()), shard_batch(env_state)
+
+
 def test_resume_gives_the_identical_next_update(algo, tmp_path: Path):
     _, init, update = algo
-    ts, env_state = init(jax.random.PRNGKey(1))
-    ts, env_state, _ = update(ts, env_state)
+    ts, env_state = update(*_on_all_devices(*init(jax.random.PRNGKey(1))))[:2]
     checkpoint.save(tmp_path / "ckpt.msgpack", (ts, env_state))
     straight, _, _ = update(ts, env_state)
 
     template = init(jax.random.PRNGKey(99))
     restored_ts, restored_env = checkpoint.load(tmp_path / "ckpt.msgpack", template)
-    resumed, _, _ = update(restored_ts, restored_env)
+    resumed, _, _ = update(*_on_all_devices(restored_ts, restored_env))
     _leaves_close(straight, resumed, atol=0.0)
 
 
@@ -101,7 +105,7 @@ def test_one_and_two_devices_give_the_same_update(algo):
     ts, env_state = init(jax.random.PRNGKey(2))
     one = jax.devices()[:1]
     ts1, _, _ = update(jax.device_put(ts, replicated(one)), shard_batch(env_state, one))
-    ts2, _, _ = update(jax.device_put(ts, replicated()), shard_batch(env_state))
+    ts2, _, _ = update(*_on_all_devices(ts, env_state))
     # Sharding changes the order of float32 reductions; 64 contact-rich simulation steps
     # amplify that in a few entries (measured: 1 of 3072 actor weights off by 2e-3, the rest
     # < 1e-4), so the check is on the whole update: relative difference < 1e-3.

@@ -164,26 +164,6 @@ def test_resets_cut_the_gradient_steps_do_not():
     assert float(jnp.abs(fresh).sum()) == 0.0
 
 
-def test_brax_ppo_runs_on_the_task():
-    from brax.training.agents.ppo import train as ppo
-
-    task = VelocityTask(VelocityTaskConfig(**QUIET))
-    _, params, metrics = ppo.train(
-        environment=task,
-        num_timesteps=2048,
-        episode_length=32,
-        num_envs=8,
-        num_eval_envs=2,
-        batch_size=8,
-        num_minibatches=2,
-        unroll_length=8,
-        num_updates_per_batch=1,
-        num_evals=1,
-        seed=0,
-    )
-    assert np.isfinite(float(metrics["eval/episode_reward"]))
-
-
 @pytest.mark.parametrize(
     "make,message",
     [
