@@ -178,3 +178,11 @@ def test_resets_cut_the_gradient_steps_do_not():
 def test_bad_task_config(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_quiet_task_is_the_one_evaluations_run():
+    noisy = VelocityTaskConfig(obs_noise=1.0, commands=CommandConfig(zero_probability=0.3))
+    quiet = noisy.quiet(contact="hard")
+    assert not quiet.pushes.enabled and not quiet.randomization.enabled and quiet.obs_noise == 0.0
+    assert min(quiet.commands.resample_seconds) >= 1e9 and quiet.commands.zero_probability == 0.3
+    assert quiet.contact == "hard" and quiet.reward_weights == noisy.reward_weights

@@ -19,7 +19,7 @@ estimate, increasingly with the window; smoothed and soft contact to agree.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +27,7 @@ import numpy as np
 from brax.training.acme import running_statistics, specs
 from jax.flatten_util import ravel_pytree
 
-from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train.networks import Actor, actor_obs
 from smoothloco.train.shac import SHACConfig
 
@@ -158,13 +158,7 @@ def contact_gradient_quality(
     shac = SHACConfig()
     out = {}
     for model in models:
-        config = replace(
-            VelocityTaskConfig(),
-            contact=model,
-            pushes=PushConfig(enabled=False),
-            randomization=RandomizationConfig(enabled=False),
-            **(task_overrides(model) if task_overrides else {}),
-        )
+        config = VelocityTaskConfig().quiet(contact=model, **(task_overrides(model) if task_overrides else {}))
         task = VelocityTask(config)
         actor = Actor(shac.actor_hidden, task.action_size, shac.init_log_std)
         params = actor.init(jax.random.PRNGKey(settings.seed), jnp.zeros(task.observation_size))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable
 
 import jax
@@ -11,7 +10,7 @@ import numpy as np
 
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
-from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.tasks.velocity import _resting_contact
 
 # (vx m/s, vy m/s, yaw rad/s): forward, lateral and turning, both signs, and standing still.
@@ -55,12 +54,7 @@ def command_evaluator(
     first call and reused: parameters and the smooth contact's sharpness (default: the task's)
     are arguments of the jitted rollout, not constants baked into it, so a training evaluates
     at the sharpness its schedule has reached."""
-    config = replace(
-        task_config,
-        pushes=PushConfig(enabled=False),
-        randomization=RandomizationConfig(enabled=False),
-        commands=replace(task_config.commands, resample_seconds=(1e6, 1e6)),
-    )
+    config = task_config.quiet()
     task = VelocityTask(config)
     steps = int(round(seconds / config.control_dt))
     settle = int(round(settle_seconds / config.control_dt))

@@ -13,7 +13,7 @@ import copy
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,7 +29,7 @@ from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.robot import anymal_c
 from smoothloco.sim import CONTACT_MODELS
-from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask
+from smoothloco.tasks import CommandConfig, VelocityTask
 from smoothloco.tasks.randomization import set_physics
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.runs import load_run
@@ -69,14 +69,10 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario | Script]) -> l
     config = run.config.task
     schedule = run.config.shac.sharpness_schedule
     task = VelocityTask(
-        replace(
-            config,
+        config.quiet(
             contact=contact,
             sharpness=schedule[-1] if schedule else config.sharpness,  # what the policy finally trained on
-            obs_noise=0.0,
             commands=CommandConfig(resample_seconds=(1e9, 1e9), zero_probability=1.0),  # reset stands still
-            pushes=PushConfig(enabled=False),
-            randomization=RandomizationConfig(enabled=False),
         )
     )
     dt = task.config.control_dt

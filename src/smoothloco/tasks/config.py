@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from smoothloco.sim import CONTACT_MODELS
 from smoothloco.validation import require_finite
@@ -177,6 +177,18 @@ class VelocityTaskConfig:
     @property
     def substeps(self) -> int:
         return round(self.control_dt / self.sim_dt)
+
+    def quiet(self, **changes) -> VelocityTaskConfig:
+        """This task as the evaluations and the gradient study run it: no random pushes, no
+        domain randomization, no sensor noise, and a command drawn at reset that is never
+        resampled (scripted rollouts set theirs); ``changes`` replace further fields."""
+        quiet = dict(
+            pushes=PushConfig(enabled=False),
+            randomization=RandomizationConfig(enabled=False),
+            obs_noise=0.0,
+            commands=replace(self.commands, resample_seconds=(1e9, 1e9)),
+        )
+        return replace(self, **{**quiet, **changes})
 
     def to_dict(self) -> dict:
         out = {}
