@@ -24,6 +24,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Shared helpers with no smoothloco dependencies of their own (stdlib, JAX, matplotlib).
     ("base", ("smoothloco", "smoothloco.argtypes", "smoothloco.parallel", "smoothloco.plotting",
               "smoothloco.quiet", "smoothloco.validation")),
+    # The deployment contract's reference reader imports nothing from smoothloco (it is copied
+    # next to an export), so everything above may use its command and push types.
+    ("standalone player", ("smoothloco.deploy", "smoothloco.deploy.player")),
     ("robot", ("smoothloco.robot", "smoothloco.robot.*")),
     ("sim", ("smoothloco.sim", "smoothloco.sim.*")),
     ("tasks", ("smoothloco.tasks", "smoothloco.tasks.*")),
@@ -33,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("agents", ("smoothloco.train", "smoothloco.train.networks", "smoothloco.train.shac", "smoothloco.train.ppo")),
     ("runs", ("smoothloco.train.runs", "smoothloco.train.checkpoint", "smoothloco.train.run_folder")),
     ("train loop", ("smoothloco.train.runner",)),
-    ("deploy / evaluate", ("smoothloco.deploy", "smoothloco.deploy.player", "smoothloco.deploy.render",
+    ("deploy / evaluate", ("smoothloco.deploy.render",
                            "smoothloco.deploy.export", "smoothloco.deploy.play", "smoothloco.evaluate.transfer",
                            "smoothloco.evaluate.gradients")),
     ("experiments", ("smoothloco.train.compare", "smoothloco.evaluate.study", "smoothloco.bench")),

@@ -20,7 +20,7 @@ from mujoco import rollout as mj_rollout
 
 from smoothloco.parallel import shard_batch
 from smoothloco.robot import RobotSpec, anymal_c
-from smoothloco.sim import SimState, initial_state, make_sim, rollout
+from smoothloco.sim import DEFAULT_SHARPNESS, SimState, initial_state, make_sim, rollout
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 
 
@@ -93,7 +93,7 @@ def pd_servo_model(robot: RobotSpec) -> mujoco.MjModel:
     return model
 
 
-def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int = 5, sharpness: float = 200.0) -> dict:
+def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int = 5, sharpness: float = DEFAULT_SHARPNESS) -> dict:
     """Our step per contact model (forward and forward+gradient), ``mjx.step`` and MuJoCo (C)."""
     robot = anymal_c()
     states = shard_batch(perturbed_states(robot, batch))

@@ -13,10 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from smoothloco.deploy.player import Command, Push
 from smoothloco.evaluate.grid import EVAL_COMMANDS
 
-Command = tuple[float, float, float, float]  # (start time s, vx m/s, vy m/s, yaw rate rad/s), as the player's
-Push = tuple[float, float, float]  # (time s, vx m/s, vy m/s) added to the world-frame base velocity
 KINDS = ("command", "push", "mismatch")
 
 STAND_SECONDS = 1.0

@@ -23,7 +23,7 @@ import numpy as np
 
 from smoothloco import plotting
 from smoothloco.deploy.export import ExportError, exported
-from smoothloco.deploy.player import Player, PolicyContractError, command_schedule
+from smoothloco.deploy.player import Command, Player, PolicyContractError, Push, command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
@@ -51,9 +51,9 @@ class Script:
     ``(t, vx, vy, yaw_rate)`` and pushes ``(t, vx, vy)`` in time order, ground friction (None:
     nominal) and added base mass."""
 
-    commands: tuple[tuple[float, float, float, float], ...]
+    commands: tuple[Command, ...]
     seconds: float
-    pushes: tuple[tuple[float, float, float], ...] = ()
+    pushes: tuple[Push, ...] = ()
     friction: float | None = None
     added_base_mass: float = 0.0
 

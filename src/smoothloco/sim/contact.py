@@ -19,6 +19,7 @@ from smoothloco.sim.linalg import inv3
 ContactModel = Literal["hard", "smooth", "soft"]
 CONTACT_MODELS: tuple[str, ...] = ("hard", "smooth", "soft")
 CONTACT_IMPULSE = "contact_impulse"  # checkpoint name of the solver's solution
+DEFAULT_SHARPNESS = 300.0  # 1/m, smooth contact: a resting foot sinks ~14 mm (~6 mm at 1000)
 
 
 @dataclass(frozen=True)

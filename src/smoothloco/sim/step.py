@@ -17,7 +17,14 @@ from flax import struct
 
 from smoothloco.robot import RobotSpec
 from smoothloco.sim import terrain as terrain_lib
-from smoothloco.sim.contact import CONTACT_IMPULSE, ContactConfig, contact_weights, gauss_seidel, penalty_impulses
+from smoothloco.sim.contact import (
+    CONTACT_IMPULSE,
+    DEFAULT_SHARPNESS,
+    ContactConfig,
+    contact_weights,
+    gauss_seidel,
+    penalty_impulses,
+)
 from smoothloco.sim.dynamics import Dynamics, RigidTree, dynamics, point_jacobians, rigid_tree
 from smoothloco.sim.linalg import SPD_FACTOR, SPD_SOLUTION, spd_solve
 from smoothloco.sim.rotation import quat_integrate
@@ -143,7 +150,7 @@ def _foot_contacts(sim: Sim, dyn: Dynamics) -> tuple[jax.Array, jax.Array]:
     return gaps, jac.reshape(-1, jac.shape[-1])
 
 
-def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Array | float = 200.0) -> tuple[SimState, StepInfo]:
+def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Array | float = DEFAULT_SHARPNESS) -> tuple[SimState, StepInfo]:
     """Advance one step of ``sim.dt`` with PD control toward ``joint_target``.
 
     ``sharpness`` (1/m) sets the ``smooth`` model's sigmoid and may change between calls
@@ -214,7 +221,7 @@ def _check_sharpness(sharpness: jax.Array | float) -> None:
 
 
 def rollout(
-    sim: Sim, state: SimState, joint_targets: jax.Array, sharpness: jax.Array | float = 200.0
+    sim: Sim, state: SimState, joint_targets: jax.Array, sharpness: jax.Array | float = DEFAULT_SHARPNESS
 ) -> tuple[SimState, tuple[SimState, StepInfo]]:
     """Scan ``step`` over a (T, n_joints) sequence of targets; returns the final state and the trajectory."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from smoothloco.sim import CONTACT_MODELS
+from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
 from smoothloco.validation import require_finite
 
 Range = tuple[float, float]
@@ -135,7 +135,7 @@ class VelocityTaskConfig:
     """Velocity tracking on flat ground for the bundled quadruped."""
 
     contact: str = "smooth"
-    sharpness: float = 300.0  # 1/m, smooth contact; the trainer may schedule it at run time
+    sharpness: float = DEFAULT_SHARPNESS  # 1/m, smooth contact; the trainer may schedule it at run time
     # s; the largest tested step whose hard-contact gaits stay within 2.5 cm / 0.05 rad RMS of a
     # 0.25 ms reference over 1 s (`smoothloco bench dt`: 5 ms gives 2.0 cm / 0.039 rad, 10 ms 4.1 cm / 0.056)
     sim_dt: float = 0.005

@@ -26,10 +26,9 @@ from smoothloco import plotting
 from smoothloco.argtypes import positive_int
 from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.runner import train
-from smoothloco.train.runs import RunConfig, TrainConfig
+from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig
 from smoothloco.train.shac import SHACConfig
 
-ALGOS = ("shac", "ppo")
 THRESHOLD_FRACTION = 0.9
 METRICS = ("episode_return", "lin_vel_error", "yaw_rate_error", "fall_rate")
 
@@ -65,7 +64,7 @@ def run_configs(budget: Budget, seed: int, out: Path) -> dict[str, TrainConfig]:
     shac = replace(shac, iterations=every["shac"] * budget.evals)
     ppo = replace(ppo, iterations=every["ppo"] * budget.evals * budget.ppo_factor)
     configs = {}
-    for algo in ALGOS:
+    for algo in ALGORITHMS:
         run = RunConfig(
             out=str(out / f"{algo}-seed{seed}"),
             eval_every=every[algo],
@@ -95,7 +94,7 @@ def compare(out: Path, budget: Budget, seeds: int, trainer: Trainer = default_tr
     if seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {seeds}")
     out.mkdir(parents=True, exist_ok=True)
-    evaluations: dict[str, list[list[dict]]] = {algo: [] for algo in ALGOS}
+    evaluations: dict[str, list[list[dict]]] = {algo: [] for algo in ALGORITHMS}
     for seed in range(seeds):
         for algo, config in run_configs(budget, seed, out).items():
             history = trainer(config)
@@ -209,7 +208,7 @@ def _markdown(r: dict) -> str:
         "| final return | final lin err (m/s) | final yaw err (rad/s) | final fall rate |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for algo in ALGOS:
+    for algo in ALGORITHMS:
         a, f = r[algo], r[algo]["final"]
         lines.append(
             f"| {algo.upper()} | {fmt(a['env_steps'], ',')} | {fmt(a['train_wall_s'], '.0f')} "
