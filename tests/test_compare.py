@@ -49,25 +49,32 @@ def test_both_algorithms_are_evaluated_on_the_same_env_steps(tmp_path: Path):
 def test_comparison_writes_figure_and_table_with_ratios(tmp_path: Path):
     shac_steps = compare.run_configs(TINY, 0, tmp_path)["shac"].shac.iterations * 8 * 32
     trainer, calls = fake_trainer({"shac": shac_steps / 2, "ppo": shac_steps * 2}, {"shac": 1e-3, "ppo": 1e-4})
-    result = compare.compare(tmp_path, TINY, seeds=3, trainer=trainer)
+    compare.compare(tmp_path, TINY, seeds=3, trainer=trainer)
 
     assert sorted((c.algo, c.shac.seed) for c in calls) == [(a, s) for a in ("ppo", "shac") for s in range(3)]
     for name in ("compare.png", "compare.json", "compare.md"):
         assert (tmp_path / name).stat().st_size > 0
     saved = json.loads((tmp_path / "compare.json").read_text())
-    assert saved["ppo_reached_threshold"] is True and saved["threshold"]["value"] == pytest.approx(0.9 * 10.1)
-    # Evaluations sit at quarters q of the SHAC run; SHAC's seed mean is 10 min(1, 2q) + 0.1,
-    # so it first reaches 9.09 at q = 1/2.
-    assert saved["shac"]["env_steps"] == shac_steps // 2
-    # PPO learns 4x slower: 10 q / 2 + 0.1 crosses 9.09 at q = 1.8, so the evaluation at q = 2 counts.
-    assert saved["ppo"]["env_steps"] == 2 * shac_steps
-    assert saved["env_steps_ratio_ppo_over_shac"] == pytest.approx(4.0)
-    assert saved["wall_ratio_ppo_over_shac"] == pytest.approx(0.4)  # 10x faster per step
-    assert saved["wall_ratio_ppo_over_shac_without_compilation"] == pytest.approx(0.4)
+    assert saved["threshold_kind"] == "walking" and saved["seeds"] == 3 and saved["ppo_config"]["num_envs"] == 8
+    # Evaluations sit at quarters q of the SHAC run. Walking needs lin. error 1 / (1 + return)
+    # <= 0.15, a return >= 5.67: SHAC's 10 min(1, 2q) + 0.1 seed first at q = 1/2 on every seed,
+    # PPO's 5q + 0.1 seed first at q = 5/4.
+    walking = saved["thresholds"]["walking"]
+    assert walking["shac"]["per_seed_env_steps"] == [shac_steps // 2] * 3
+    assert walking["ppo"]["env_steps"] == pytest.approx(1.25 * shac_steps)
+    assert saved["env_steps_ratio_ppo_over_shac"] == walking["env_steps_ratio_ppo_over_shac"] == pytest.approx(2.5)
+    assert saved["wall_ratio_ppo_over_shac"] == pytest.approx(0.25)  # 10x faster per step
+    # The return threshold beside it: 90 % of SHAC's final seed mean 10.1, on the seed-mean curves.
+    by_return = saved["thresholds"]["return"]
+    assert by_return["value"] == pytest.approx(0.9 * 10.1)
+    assert by_return["shac"]["env_steps"] == shac_steps // 2  # 10 min(1, 2q) + 0.1 reaches 9.09 at q = 1/2
+    assert by_return["ppo"]["env_steps"] == 2 * shac_steps  # 5q + 0.1 crosses 9.09 at q = 1.8
+    assert by_return["env_steps_ratio_ppo_over_shac"] == pytest.approx(4.0)
     speeds = saved["shac"]["env_steps_per_s"], saved["ppo"]["env_steps_per_s"]
     assert speeds == (pytest.approx(1e3), pytest.approx(1e4))
     assert len(saved["curves"]["ppo"]["env_steps"]) == TINY.evals * TINY.ppo_factor
-    assert "4.0x** the environment steps" in (tmp_path / "compare.md").read_text()
+    table = (tmp_path / "compare.md").read_text()
+    assert "2.5x** the environment steps" in table and "4.0x** the environment steps" in table
 
 
 def test_ppo_that_never_reaches_the_threshold_gets_null_ratios(tmp_path: Path):
@@ -75,7 +82,7 @@ def test_ppo_that_never_reaches_the_threshold_gets_null_ratios(tmp_path: Path):
     result = compare.compare(tmp_path, TINY, seeds=1, trainer=trainer)
     assert result["ppo_reached_threshold"] is False
     assert result["env_steps_ratio_ppo_over_shac"] is None and result["wall_ratio_ppo_over_shac"] is None
-    assert 0 < result["ppo_best_return_fraction_of_shac_final"] < 0.01
+    assert result["thresholds"]["return"]["ppo"]["reached_threshold"] is False
     assert result["env_steps_ratio_lower_bound"] == pytest.approx(TINY.ppo_factor * TINY.evals)
     assert "PPO did not reach the threshold" in (tmp_path / "compare.md").read_text()
 
