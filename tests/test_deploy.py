@@ -304,6 +304,10 @@ def test_play_cli_rejects_bad_input(run_dir: Path, capsys):
     with pytest.raises(SystemExit):
         main(["play", str(run_dir), "--commands", "0,0.5,0"])
     assert "--commands: expected 4 comma-separated numbers per group, got '0,0.5,0'" in capsys.readouterr().err
+    for seconds in ("1e9", "0", "nan"):
+        with pytest.raises(SystemExit):
+            main(["play", str(run_dir), "--seconds", seconds])
+        assert f"--seconds: expected seconds > 0 and <= 3600, got '{seconds}'" in capsys.readouterr().err
     assert main(["play", str(run_dir), "--commands", "2,0.5,0,0;1,0,0,0"]) == 2
     assert "commands must be in time order" in capsys.readouterr().err
     assert main(["export", str(run_dir / "nothing")]) == 2

@@ -8,6 +8,7 @@ The training loop is replaced by a fake that reports and checkpoints like ``_tra
 milliseconds): what is tested here is the run folder around it, not the learning."""
 
 import csv
+import errno
 import json
 import os
 import shutil
@@ -365,3 +366,18 @@ def test_a_garbled_checkpoint_is_refused_before_anything_is_written(fake_loop, t
     err = capsys.readouterr().err
     assert err == f"error: checkpoint {ckpt} is corrupt: its bytes do not match the sha256 checksum in its header\n"
     assert _stamps(run) == before
+
+
+def test_a_full_disk_is_a_one_line_error_and_keeps_the_checkpoint(fake_loop, tmp_path: Path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--shac.iterations", "3", "--out", str(run)]) == 0
+    saved = (run / checkpoint.CHECKPOINT_NAME).read_bytes()
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(checkpoint, "write_atomically", full)
+    assert main(["train", "--shac.iterations", "6", "--resume", str(run)]) == 1
+    err = capsys.readouterr().err
+    assert "could not write" in err and "No space left on device" in err and err.count("\n") == 1
+    assert (run / checkpoint.CHECKPOINT_NAME).read_bytes() == saved

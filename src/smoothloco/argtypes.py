@@ -26,6 +26,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seconds_up_to(limit: float) -> Callable[[str], float]:
+    """argparse type for a duration: a number of seconds > 0 and <= ``limit``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value <= limit:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"expected seconds > 0 and <= {limit:g}, got {text!r}")
+        return value
+
+    return parse
+
+
 def describe(kind: Any) -> str:
     """What a value of the config field type ``kind`` is, in words, e.g. ``"2 numbers a,b"``."""
     if kind is bool:

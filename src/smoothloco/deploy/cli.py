@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from smoothloco.argtypes import seconds_up_to
 from smoothloco.deploy.export import ExportError, export_run
 from smoothloco.deploy.play import DEFAULT_COMMANDS, SIMS, play
 from smoothloco.deploy.player import PolicyContractError
 from smoothloco.train.checkpoint import CheckpointError
+
+# An hour of 50 Hz samples (~180k) is a few hundred MB of trajectory and video frames.
+MAX_PLAY_SECONDS = 3600.0
 
 
 def _tuples(text: str, size: int) -> list[tuple[float, ...]]:
@@ -68,7 +72,12 @@ def add_parser(sub) -> None:
         default=[],
         help="base velocity kicks in m/s at times in s (default none)",
     )
-    play_parser.add_argument("--seconds", type=float, default=10.0, help="simulated seconds (default 10)")
+    play_parser.add_argument(
+        "--seconds",
+        type=seconds_up_to(MAX_PLAY_SECONDS),
+        default=10.0,
+        help=f"simulated seconds, at most {MAX_PLAY_SECONDS:g}: the trajectory is kept in memory (default 10)",
+    )
     play_parser.add_argument(
         "--out", metavar="FILE", help="video file (default RUN/play-<sim>.mp4; the trajectory goes beside it as .npz)"
     )

@@ -297,6 +297,14 @@ def run_train(args: argparse.Namespace) -> int:
     except (CheckpointError, FileExistsError, RunFolderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a read-only folder: checkpoints are written atomically
+        where = f" {exc.filename}" if exc.filename else ""
+        print(
+            f"error: could not write{where}: {exc.strerror or exc}; {config.run.out} keeps its last complete "
+            "checkpoint, if it has one (resume with --resume once there is room)",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:  # before the training loop took over SIGINT (start-up), or after it
         print(f"interrupted; {config.run.out} keeps its last checkpoint, if it has one", file=sys.stderr)
         return EXIT_INTERRUPTED
