@@ -44,11 +44,15 @@ def sled(height: float = 0.5, foot_radius: float = 0.02) -> RobotSpec:
     )
 
 
-def write_untrained_run(run_dir: Path, shac: SHACConfig, seed: int = 0, task: VelocityTaskConfig | None = None) -> tuple:
-    """A run folder as ``train`` leaves it, holding the initial parameters (no training)."""
+def write_untrained_run(
+    run_dir: Path, shac: SHACConfig, seed: int = 0, task: VelocityTaskConfig | None = None, iteration: int = 0
+) -> tuple:
+    """A run folder as ``train`` leaves it, holding the initial parameters (no training) under
+    the iteration counter ``iteration``."""
     config = TrainConfig(shac=shac, task=task or VelocityTaskConfig())
     algo = SHAC(make_env(VelocityTask(config.task), shac.num_envs, shac.episode_length), shac)
     train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(seed))
+    train_state = train_state.replace(iteration=train_state.iteration + iteration)
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
     checkpoint.save(run_dir / checkpoint.CHECKPOINT_NAME, (train_state, env_state))

@@ -18,10 +18,12 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from fakes import write_untrained_run
 
 from smoothloco.cli import main
 from smoothloco.train import checkpoint, run_folder, runner
 from smoothloco.train.cli import EXIT_INTERRUPTED
+from smoothloco.train.shac import SHACConfig
 
 TINY = ["--shac.num_envs", "4", "--shac.horizon", "2", "--shac.critic_minibatches", "2", "--run.deploy", "false"]
 EVAL_ROW = {"eval/episode_return": 1.0, "eval/lin_vel_error": 0.1, "eval/yaw_rate_error": 0.1, "eval/fall_rate": 0.0}
@@ -381,3 +383,20 @@ def test_a_full_disk_is_a_one_line_error_and_keeps_the_checkpoint(fake_loop, tmp
     err = capsys.readouterr().err
     assert "could not write" in err and "No space left on device" in err and err.count("\n") == 1
     assert (run / checkpoint.CHECKPOINT_NAME).read_bytes() == saved
+
+
+def test_a_finished_run_killed_before_its_summary_gets_it_on_resume(tmp_path: Path, capsys):
+    """Killed between the last checkpoint and summary.json: --resume evaluates the final policy
+    and writes the summary instead of only saying that the run has finished."""
+    run = tmp_path / "run"
+    shac = SHACConfig(num_envs=4, horizon=2, critic_minibatches=2, iterations=2)
+    write_untrained_run(run, shac, iteration=2)
+    rows = "iteration,env_steps,wall_s,train_wall_s\n1,8,30.0,29.0\n2,16,31.0,30.0\n"
+    (run / "metrics.csv").write_text(rows)
+    assert main(["train", "--resume", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "its summary was missing; evaluated and wrote it" in out and "already finished at iteration 2" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] == 16 and summary["first_iteration_seconds"] == 30.0
+    assert len(summary["per_command"]) == 9 and np.isfinite(summary["lin_vel_error"])
+    assert (run / "summary.md").is_file() and (run / "training.png").is_file()

@@ -30,6 +30,7 @@ import numpy as np
 from smoothloco import plotting
 from smoothloco.argtypes import positive_int
 from smoothloco.train.ppo import PPOConfig
+from smoothloco.train.run_folder import SUMMARY_NAME
 from smoothloco.train.runner import train
 from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig
 from smoothloco.train.shac import SHACConfig
@@ -87,7 +88,7 @@ def run_configs(budget: Budget, seed: int, out: Path) -> dict[str, TrainConfig]:
 def default_trainer(config: TrainConfig) -> list[dict]:
     """Train, or reuse a finished run in the same folder (so an interrupted comparison continues)."""
     run_dir = Path(config.run.out)
-    if (run_dir / "summary.json").is_file():
+    if (run_dir / SUMMARY_NAME).is_file():
         print(f"reusing the finished run in {run_dir}", flush=True)
         with (run_dir / "metrics.csv").open() as f:
             return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]

@@ -21,6 +21,7 @@ from smoothloco.train import checkpoint
 
 LOCK_NAME = ".train.lock"  # held (flock) by the training in the folder; never deleted, see run_lock
 CONFIG_NAME = "config.json"
+SUMMARY_NAME = "summary.json"  # written last: a run folder without it has not finished
 METRICS_NAME = "metrics.csv"
 
 

@@ -36,15 +36,17 @@ from smoothloco.train import checkpoint, ppo
 from smoothloco.train.networks import make_policy_factory
 from smoothloco.train.run_folder import (
     CONFIG_NAME,
+    SUMMARY_NAME,
     MetricsLog,
     RunAlreadyFinished,
     RunFolderError,
     check_new_run_folder,
     parsed_row,
+    read_metrics,
     run_lock,
     write_config,
 )
-from smoothloco.train.runs import RESUME_SETTINGS, TrainConfig
+from smoothloco.train.runs import RESUME_SETTINGS, TrainConfig, load_run
 from smoothloco.train.shac import SHAC, make_env
 
 ProgressFn = Callable[[int, dict], None]
@@ -123,7 +125,13 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
     if resume and config.algo != "shac":
         raise ValueError(f"{run_dir}: only SHAC runs resume; Brax's PPO restarts its optimizer and environments")
     check_divides_over_devices(config)
-    saved = _check_resumable(run_dir, ckpt_path, config) if resume else None
+    try:
+        saved = _check_resumable(run_dir, ckpt_path, config) if resume else None
+    except RunAlreadyFinished:
+        if not (run_dir / SUMMARY_NAME).is_file():  # killed after its last checkpoint, before its summary
+            with run_lock(run_dir, create=False):
+                write_missing_summary(run_dir)
+        raise
     if not resume:
         check_new_run_folder(run_dir)
     with run_lock(run_dir, create=not resume):
@@ -469,6 +477,22 @@ def _print_progress(row: dict, history: list[dict], iterations: int, algo: str, 
     )
 
 
+def write_missing_summary(run_dir: Path) -> None:
+    """The summary, report and curves of a run that finished training but was stopped before
+    writing them: the final policy evaluated again on the grid (at the schedule's final
+    sharpness), the history read from ``metrics.csv``."""
+    run = load_run(run_dir)
+    history = [parsed_row(r, run_dir / "metrics.csv") for r in read_metrics(run_dir / "metrics.csv")[1]]
+    if not history:
+        raise RunFolderError(f"{run_dir} has a final checkpoint but no metrics.csv rows to summarize")
+    policy_of = lambda p: lambda obs: run.make_policy(p, deterministic=True)(obs, None)[0]  # noqa: E731
+    schedule = run.config.shac.sharpness_schedule if run.config.algo == "shac" else ()
+    evaluate = command_evaluator(run.config.task, policy_of, seconds=run.config.run.eval_seconds)
+    evaluation = evaluate(run.params, schedule[-1] if schedule else None)
+    print(f"{run_dir}: training had finished but its summary was missing; evaluated and wrote it", flush=True)
+    _finish(run_dir, run.config, history, evaluation, history[0]["wall_s"])  # row 1's clock: the first iteration
+
+
 def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation: dict, first_iteration_s: float) -> None:
     last = history[-1]
     summary = {
@@ -483,7 +507,7 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
         "contact": config.task.contact,
         "per_command": evaluation["per_command"],
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (run_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=2))
     lines = [
         f"# Training summary: {run_dir.name}",
         "",
