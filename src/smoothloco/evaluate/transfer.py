@@ -283,14 +283,19 @@ def plot_push_survival(summary: dict, path: Path, title: str) -> None:
         return
     fig = plt.figure(figsize=(4.5, 4.5))
     ax = fig.add_subplot(projection="polar")
-    for speed in sorted({r["push_speed"] for r in pushed}):
+    speeds = sorted({r["push_speed"] for r in pushed})
+    for k, speed in enumerate(speeds):
         directions = sorted({r["push_direction_deg"] for r in pushed if r["push_speed"] == speed})
         share = [
             np.mean([r["survived_push"] for r in pushed if r["push_speed"] == speed and r["push_direction_deg"] == d])
             for d in directions
         ]
         angles = np.deg2rad(directions + directions[:1])
-        ax.plot(angles, share + share[:1], "o-", label=f"{speed:g} m/s")
+        # Equal shares (often all 1) would hide one series under the other: hollow markers that
+        # shrink from series to series, and a line style each, keep every speed visible.
+        size = 4 + 4 * (len(speeds) - 1 - k)
+        style = ("-", "--", ":", "-.")[k % 4]
+        ax.plot(angles, share + share[:1], style, marker="o", ms=size, mfc="none", mew=1.5, label=f"{speed:g} m/s")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"{title}: push survival by direction\n(0° = forward at the start)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(-0.2, 1.1))
