@@ -139,8 +139,12 @@ def test_gradient_quality_of_a_smooth_function_agrees_with_zeroth_order():
     assert stats["batch_cosine"][0] == pytest.approx(1.0, abs=1e-6)
     assert stats["relative_std"][0] == pytest.approx(0.0, abs=1e-5)
     assert stats["grad_norm"][0] == pytest.approx(2 * np.linalg.norm(target), rel=1e-5)
-    # Batch noise shows as spread and disagreement between batches.
+    assert stats["zo_cosine_ci95"][0] < 1e-3 and stats["batch_cosine_ci95"][0] < 1e-6  # no noise, no doubt
+    # Batch noise shows as spread and disagreement between batches, and as wide intervals.
     assert stats["batch_cosine"][1] < 0.5 and stats["relative_std"][1] > 1.0
+    assert stats["batch_cosine_ci95"][1] > 0.05
+    # Each batch's own function is still smooth, so its zeroth-order estimate agrees with its gradient.
+    assert stats["zo_cosine_per_batch_mean"][1] == pytest.approx(1.0, abs=1e-3)
     with pytest.raises(ValueError, match="samples"):
         gradient_quality(returns, {"w": jnp.zeros(40)}, replace(settings, samples=2))
 

@@ -10,7 +10,11 @@ smoothed central finite differences, the same batches: common random numbers).
 - ``relative_std``: spread of the batch gradients around their mean, relative to its norm;
 - ``zo_cosine``: cosine between the mean analytic gradient and the zeroth-order estimate, both
   in the same random ``directions``-dimensional subspace of parameter space (in all ~30k actor
-  parameters a zeroth-order estimate from a few dozen samples would be noise).
+  parameters a zeroth-order estimate from a few dozen samples would be noise);
+- ``*_ci95``: the estimates' own uncertainty, half-widths of 95 % Student-t intervals over the
+  independent batches (``zo_cosine_ci95`` of the per-batch cosines, whose mean is
+  ``zo_cosine_per_batch_mean``; ``batch_cosine_ci95`` of each batch's mean cosine with the
+  others). A difference between contact models smaller than these is not measured.
 
 Hard contact is expected to give gradients that disagree across batches and with the smoothed
 estimate, increasingly with the window; smoothed and soft contact to agree.
@@ -26,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from brax.training.acme import running_statistics, specs
 from jax.flatten_util import ravel_pytree
+from scipy import stats
 
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train.networks import Actor, actor_obs
@@ -100,13 +105,31 @@ def gradient_quality(returns_fn: ReturnsFn, params, settings: GradientSettings) 
     ) / (2 * settings.sigma)
     zo = jnp.linalg.lstsq(eps, slopes.mean(axis=0))[0].T  # (W, K)
     zo_cosine = _cosine(mean @ basis, zo)
+    # Per batch: its analytic gradient against its own zeroth-order estimate, and its mean
+    # cosine with the other batches; their spread over batches gives the intervals.
+    zo_per_batch = jnp.stack([jnp.linalg.lstsq(eps, slopes[b])[0].T for b in range(settings.batches)], axis=1)
+    zo_cosine_per_batch = _cosine(jnp.einsum("wbd,dk->wbk", jac, basis), zo_per_batch)  # (W, B)
+    pair_cosines = {pair: _cosine(jac[:, pair[0]], jac[:, pair[1]]) for pair in pairs}
+    batch_cosine_per_batch = jnp.stack(
+        [jnp.mean(jnp.stack([c for pair, c in pair_cosines.items() if b in pair]), axis=0) for b in range(settings.batches)],
+        axis=1,
+    )  # (W, B)
     out = {
         "batch_cosine": batch_cosine,
+        "batch_cosine_ci95": _ci95(np.asarray(batch_cosine_per_batch)),
         "relative_std": relative_std,
         "zo_cosine": zo_cosine,
+        "zo_cosine_per_batch_mean": jnp.mean(zo_cosine_per_batch, axis=1),
+        "zo_cosine_ci95": _ci95(np.asarray(zo_cosine_per_batch)),
         "grad_norm": jnp.linalg.norm(mean, axis=-1),
     }
     return {k: np.asarray(v, np.float64) for k, v in out.items()}
+
+
+def _ci95(per_batch: np.ndarray) -> np.ndarray:
+    """Half-width of the 95 % Student-t interval of the mean over the last axis (batches)."""
+    n = per_batch.shape[-1]
+    return stats.t.ppf(0.975, n - 1) * per_batch.std(axis=-1, ddof=1) / np.sqrt(n)
 
 
 def task_returns_fn(task, actor, normalizer, warmup_params, settings: GradientSettings) -> ReturnsFn:

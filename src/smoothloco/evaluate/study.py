@@ -253,14 +253,21 @@ def study_markdown(study: dict) -> str:
         lines.append(f"| {model} | " + " | ".join(_fmt(cols[c]) for c, *_ in TABLE_COLUMNS) + " |")
     lines += ["", "| claim | value |", "|---|---:|"]
     lines += [f"| {CLAIM_TEXT[k]} | {v:+.3f} |" for k, v in study["claims"].items()]
-    lines += ["", "## Gradient quality (initial policy)", "", "| contact model | window | batch cosine | relative std | cosine with zeroth order |", "|---|---:|---:|---:|---:|"]
+    lines += ["", "## Gradient quality (initial policy; ± 95 % interval over batches)", ""]
+    lines += ["| contact model | window | batch cosine | relative std | cosine with zeroth order |", "|---|---:|---:|---:|---:|"]
     for model, g in study["gradients"].items():
         for i, w in enumerate(g["windows"]):
             lines.append(
-                f"| {model} | {w} | {g['batch_cosine'][i]:.3f} | {g['relative_std'][i]:.2f} | {g['zo_cosine'][i]:.3f} |"
+                f"| {model} | {w} | {g['batch_cosine'][i]:.3f}{_pm(g, 'batch_cosine_ci95', i)} | {g['relative_std'][i]:.2f} "
+                f"| {g['zo_cosine'][i]:.3f}{_pm(g, 'zo_cosine_ci95', i)} |"
             )
     lines += ["", "![transfer](transfer.png)", "", "![gradients](gradients.png)", ""]
     return "\n".join(lines)
+
+
+def _pm(gradients: dict, key: str, i: int) -> str:
+    """`` ± half-width`` where the study has it (studies from before the intervals do not)."""
+    return f" ± {gradients[key][i]:.3f}" if key in gradients else ""
 
 
 def plot_transfer(table: dict, path: Path) -> None:
@@ -292,14 +299,14 @@ def plot_gradients(gradients: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
     for ax, (key, label) in zip(axes, panels):
         for model, g in gradients.items():
-            ax.plot(g["windows"], g[key], "o-", label=model)
+            ax.errorbar(g["windows"], g[key], yerr=g.get(f"{key}_ci95"), fmt="o-", capsize=3, label=model)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("window (control steps)")
         ax.set_title(label, fontsize=10)
         if key == "relative_std":
             ax.set_yscale("log")
     axes[0].legend()
-    fig.suptitle("policy-gradient quality through each contact model (initial policy)")
+    fig.suptitle("policy-gradient quality through each contact model (initial policy; bars: 95 % intervals)")
     plotting.save(fig, path, dpi=100)
 
 
