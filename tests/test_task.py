@@ -186,3 +186,10 @@ def test_quiet_task_is_the_one_evaluations_run():
     assert not quiet.pushes.enabled and not quiet.randomization.enabled and quiet.obs_noise == 0.0
     assert min(quiet.commands.resample_seconds) >= 1e9 and quiet.commands.zero_probability == 0.3
     assert quiet.contact == "hard" and quiet.reward_weights == noisy.reward_weights
+
+
+def test_soft_contact_stiffness_comes_from_the_task_config():
+    task = VelocityTask(VelocityTaskConfig(contact="soft", sim_dt=0.0025, soft_stiffness=5e3, soft_damping=50.0))
+    assert task.sys.contact.soft_stiffness == 5e3 and task.sys.contact.soft_damping == 50.0
+    with pytest.raises(ValueError, match="soft_stiffness must be > 0"):
+        VelocityTaskConfig(soft_stiffness=0.0)

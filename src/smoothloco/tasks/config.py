@@ -139,6 +139,10 @@ class VelocityTaskConfig:
     # s; the largest tested step whose hard-contact gaits stay within 2.5 cm / 0.05 rad RMS of a
     # 0.25 ms reference over 1 s (`smoothloco bench dt`: 5 ms gives 2.0 cm / 0.039 rad, 10 ms 4.1 cm / 0.056)
     sim_dt: float = 0.005
+    # soft contact: the penalty spring and damper (dFlex-style). Stiffer springs need smaller
+    # steps: 2e4 N/m diverged at 5 ms and runs at 2.5 ms (--task.sim_dt 0.0025).
+    soft_stiffness: float = 2.0e4  # N/m
+    soft_damping: float = 2.0e2  # N·s/m
     control_dt: float = 0.02  # s (50 Hz)
     action_scale: float = 0.5  # rad per unit action
     obs_noise: float = 0.0  # scale of uniform sensor noise (multiplies per-signal noise levels)
@@ -170,7 +174,7 @@ class VelocityTaskConfig:
         unknown = set(self.reward_weights) - set(DEFAULT_REWARD_WEIGHTS)
         if unknown:
             raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
-        for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg"):
+        for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg", "soft_stiffness", "soft_damping"):
             if getattr(self, name) < 0 or (name != "obs_noise" and getattr(self, name) == 0):
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 

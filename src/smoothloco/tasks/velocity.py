@@ -50,7 +50,10 @@ class VelocityTask(Env):
     def __init__(self, config: VelocityTaskConfig | None = None, robot: RobotSpec | None = None):
         self.config = config or VelocityTaskConfig()
         self.robot = robot or anymal_c()
-        self.sys: Sim = make_sim(self.robot, ContactConfig(self.config.contact), dt=self.config.sim_dt)
+        contact = ContactConfig(
+            self.config.contact, soft_stiffness=self.config.soft_stiffness, soft_damping=self.config.soft_damping
+        )
+        self.sys: Sim = make_sim(self.robot, contact, dt=self.config.sim_dt)
         self._nominal_base_mass = float(self.robot.mj_model().body_mass[1])
         self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)

@@ -39,6 +39,8 @@ HELP = {
     "task.contact": "contact model of the training simulator: hard, smooth or soft",
     "task.sharpness": "smooth contact: sigmoid sharpness s in 1/m (contact weight 1/(1+exp(s*gap)))",
     "task.sim_dt": "simulation step in seconds",
+    "task.soft_stiffness": "soft contact: penalty spring stiffness in N/m (stiffer needs a smaller task.sim_dt)",
+    "task.soft_damping": "soft contact: penalty damping in N·s/m",
     "task.control_dt": "control period in seconds (a whole number of simulation steps)",
     "task.action_scale": "radians of joint-target offset per unit action",
     "task.obs_noise": "multiplier of the per-signal sensor noise levels (0 = none)",
