@@ -49,6 +49,14 @@ def test_a_fall_is_seen_and_its_samples_leave_the_tracking_error():
     assert metrics.lin_vel_error(traj) == pytest.approx(0.0)
 
 
+def test_a_fall_before_the_command_settles_scores_standing_still_not_zero():
+    traj = trajectory(command=(0.5, 0.0, 0.3), lin_vel=(0.5, 0.0, 0.0), yaw_rate=0.3)
+    traj["fallen"][traj["time"] >= 1.5] = True  # the command changed at 1 s and settles at 2 s
+    assert metrics.lin_vel_error(traj) == pytest.approx(0.5)
+    assert metrics.yaw_rate_error(traj) == pytest.approx(0.3)
+    assert np.isnan(metrics.lin_vel_error(trajectory(seconds=1.0)))  # no command ever settles
+
+
 def test_push_survival_needs_upright_at_the_end():
     traj = trajectory()
     assert metrics.survived_after(traj, 2.0)

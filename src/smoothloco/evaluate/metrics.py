@@ -61,16 +61,31 @@ def _mean(values: np.ndarray, mask: np.ndarray) -> float:
     return float(np.mean(values[mask])) if np.any(mask) else float("nan")
 
 
+def _tracking_error(traj: Trajectory, error: np.ndarray, standing_error: np.ndarray, settle_seconds: float) -> float:
+    """Mean ``error`` over the settled samples. A robot that fell before any command settled
+    tracked nothing: it scores ``standing_error`` (the error of not moving) over the samples
+    whose command had settled, so a fall never reads as perfect tracking. NaN only when no
+    command settles within the trajectory."""
+    upright = settled(traj, settle_seconds)
+    if np.any(upright):
+        return float(np.mean(error[upright]))
+    return _mean(standing_error, settled({**traj, "fallen": np.zeros(len(error), bool)}, settle_seconds))
+
+
 def lin_vel_error(traj: Trajectory, settle_seconds: float = 1.0) -> float:
-    """Mean |commanded - measured| planar body velocity (m/s) over settled samples; NaN if none."""
-    error = np.linalg.norm(np.asarray(traj["command"])[:, :2] - np.asarray(traj["base_lin_vel"])[:, :2], axis=1)
-    return _mean(error, settled(traj, settle_seconds))
+    """Mean |commanded - measured| planar body velocity (m/s) over settled samples (see
+    ``_tracking_error`` for a fall before any)."""
+    command = np.asarray(traj["command"])[:, :2]
+    error = np.linalg.norm(command - np.asarray(traj["base_lin_vel"])[:, :2], axis=1)
+    return _tracking_error(traj, error, np.linalg.norm(command, axis=1), settle_seconds)
 
 
 def yaw_rate_error(traj: Trajectory, settle_seconds: float = 1.0) -> float:
-    """Mean |commanded - measured| yaw rate (rad/s) over settled samples; NaN if none."""
-    error = np.abs(np.asarray(traj["command"])[:, 2] - np.asarray(traj["base_ang_vel"])[:, 2])
-    return _mean(error, settled(traj, settle_seconds))
+    """Mean |commanded - measured| yaw rate (rad/s) over settled samples (see ``_tracking_error``
+    for a fall before any)."""
+    command = np.asarray(traj["command"])[:, 2]
+    error = np.abs(command - np.asarray(traj["base_ang_vel"])[:, 2])
+    return _tracking_error(traj, error, np.abs(command), settle_seconds)
 
 
 def fell(traj: Trajectory) -> bool:
