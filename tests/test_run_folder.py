@@ -400,3 +400,14 @@ def test_a_finished_run_killed_before_its_summary_gets_it_on_resume(tmp_path: Pa
     assert summary["env_steps"] == 16 and summary["first_iteration_seconds"] == 30.0
     assert len(summary["per_command"]) == 9 and np.isfinite(summary["lin_vel_error"])
     assert (run / "summary.md").is_file() and (run / "training.png").is_file()
+
+
+@pytest.mark.slow  # a real SHAC run (the loop above is a fake): a minute of compilation
+def test_a_diverging_run_stops_with_its_own_status_and_a_finite_checkpoint(tmp_path: Path, capsys):
+    run = tmp_path / "run"
+    diverge = ["--shac.actor_lr", "1e30", "--shac.critic_lr", "1e30", "--run.max_skipped_iterations", "3"]
+    assert main(["train", *TINY, *diverge, "--shac.iterations", "12", "--run.eval_every", "0", "--out", str(run)]) == 3
+    err = capsys.readouterr().err
+    assert "iterations in a row skipped their update as non-finite" in err and err.count("\n") == 1
+    saved = checkpoint.saved_iteration(run / checkpoint.CHECKPOINT_NAME)
+    assert 3 <= saved < 12

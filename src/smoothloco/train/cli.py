@@ -6,9 +6,10 @@ the defaults; flags given with it override it. ``--resume RUN`` continues a run 
 recorded settings; only the flags of ``runs.RESUME_SETTINGS`` may come with it (to extend the
 run or change its evaluation and checkpoint cadence), any other flag is refused by name.
 
-Exit status: 0 when the run finished (or a resumed run had already finished), 2 for a usage or
-run-folder error (nothing trained), ``EXIT_INTERRUPTED`` when SIGINT/SIGTERM stopped it (the
-checkpoint resumes it)."""
+Exit status: 0 when the run finished (or a resumed run had already finished), 1 when the run
+folder could not be written (a full disk), 2 for a usage or run-folder error (nothing trained),
+``EXIT_DIVERGED`` when SHAC stopped on non-finite updates, ``EXIT_INTERRUPTED`` when
+SIGINT/SIGTERM stopped it (the checkpoint resumes it)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ from smoothloco.deploy.play import deploy_after_training
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.ppo import PPOConfig
-from smoothloco.train.run_folder import CONFIG_NAME, RunAlreadyFinished, RunFolderError
+from smoothloco.train.run_folder import CONFIG_NAME, RunAlreadyFinished, RunFolderError, TrainingDiverged
 from smoothloco.train.runner import check_divides_over_devices, interrupted, train
 from smoothloco.train.runs import ALGORITHMS, RESUME_SETTINGS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
 
 SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig), ("run", RunConfig))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention; a SIGTERM-stopped run also exits with it
+EXIT_DIVERGED = 3  # SHAC stopped after run.max_skipped_iterations non-finite iterations in a row
 _ENVS = "parallel environments (split over all devices)"
 _EPISODE = "control steps before an episode is cut off (bootstrapped, not a fall); 1000 = 20 s at 50 Hz"
 
@@ -122,6 +124,8 @@ HELP = {
     "run.eval_seconds": "seconds per command of each evaluation; longer than its 1 s settling time",
     "run.compile_cache": "persistent compilation cache; each host CPU gets its own folder inside (empty: no cache)",
     "run.deploy": "once the run has finished, export the policy (ONNX) and render a short MuJoCo video",
+    "run.max_skipped_iterations": "SHAC stops with exit status 3 (checkpoint kept) after this many iterations in a row "
+    "whose update was skipped as non-finite",
 }
 
 
@@ -299,6 +303,9 @@ def run_train(args: argparse.Namespace) -> int:
     except (CheckpointError, FileExistsError, RunFolderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except TrainingDiverged as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_DIVERGED
     except OSError as exc:  # a full disk, a read-only folder: checkpoints are written atomically
         where = f" {exc.filename}" if exc.filename else ""
         print(

@@ -42,6 +42,11 @@ class RunAlreadyFinished(RuntimeError):
         )
 
 
+class TrainingDiverged(RuntimeError):
+    """Too many iterations in a row skipped their update as non-finite; the checkpoint holds
+    the last finite parameters."""
+
+
 def is_run_folder(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a ``config.json`` written by ``train`` (a JSON object with its sections)."""
     try:

@@ -40,6 +40,7 @@ from smoothloco.train.run_folder import (
     MetricsLog,
     RunAlreadyFinished,
     RunFolderError,
+    TrainingDiverged,
     check_new_run_folder,
     parsed_row,
     read_metrics,
@@ -241,10 +242,13 @@ def _train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool)
     update = jax.jit(algo.update, donate_argnums=(1,))
 
     first = int(train_state.iteration)
+    skipped_before, skipping = int(train_state.skipped_updates), 0
     for it in range(first, c.iterations):
         with _gc_paused() if it == first else contextlib.nullcontext():  # the call that compiles
             train_state, env_state, metrics = update(train_state, env_state)
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        skipping = skipping + 1 if metrics["skipped_updates"] > skipped_before else 0
+        skipped_before = metrics["skipped_updates"]
         row = {**log.row(it + 1, int(train_state.env_steps)), **metrics}
         done = it + 1 == c.iterations
         if config.run.eval_every and ((it + 1) % config.run.eval_every == 0) or done:
@@ -254,6 +258,15 @@ def _train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool)
         if (it + 1) % config.run.checkpoint_every == 0 or done or log.stop_requested:
             log.sync()  # the rows up to this checkpoint reach the disk before it does
             checkpoint.save(ckpt_path, (train_state, env_state))
+        if skipping >= config.run.max_skipped_iterations and not done:
+            log.sync()
+            checkpoint.save(ckpt_path, (train_state, env_state))  # skipped updates left the parameters finite
+            raise TrainingDiverged(
+                f"stopped at iteration {it + 1}: {skipping} iterations in a row skipped their update as non-finite "
+                f"(gradients, parameters or observation statistics; {int(skipped_before)} skipped in all), so the "
+                f"training diverged. {ckpt_path} holds the last finite parameters; lower the learning rates "
+                "or the contact sharpness, or check the task settings"
+            )
         if log.stop_requested and not done:
             return make_policy, (train_state.normalizer, train_state.actor_params), True
     return make_policy, (train_state.normalizer, train_state.actor_params), False

@@ -44,9 +44,14 @@ class RunConfig:
     # `smoothloco train` exports the policy and renders a short MuJoCo video once the run has
     # finished (deploy.play.deploy_after_training); runner.train itself never deploys.
     deploy: bool = True
+    # SHAC stops (checkpoint kept, exit status 3) when this many iterations in a row skipped an
+    # update as non-finite: the simulation or the networks diverged and will not recover alone.
+    max_skipped_iterations: int = 10
 
     def __post_init__(self) -> None:
         require_finite("run", self)
+        if self.max_skipped_iterations < 1:
+            raise ValueError(f"run.max_skipped_iterations must be >= 1, got {self.max_skipped_iterations}")
         if not str(self.out).strip():  # an empty path would be the working directory
             raise ValueError("run.out must name a folder, got an empty string")
         if self.checkpoint_every < 1:
