@@ -1,4 +1,5 @@
-"""Tiny models for physics checks with analytic answers, and run folders made without training."""
+"""Tiny models for physics checks with analytic answers, run folders made without training, and
+a stand-in for the MuJoCo player."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from brax.envs.base import Env, State
 
+from smoothloco.deploy.player import Imperfections, command_schedule
 from smoothloco.robot import RobotSpec
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
@@ -97,3 +99,38 @@ class PointMassTracking(Env):
     @property
     def backend(self) -> str:
         return "fake"
+
+
+class FakePlayer:
+    """The MuJoCo player's stand-in: tracks every command exactly; falls 0.5 s after any push of
+    1 m/s or more, and on ground friction below 0.5 at once; with a control delay its velocity
+    lags the command by that delay's worth of error (0.1 m/s per 10 ms)."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def run(self, commands, seconds, pushes, friction, added_base_mass, imperfections=Imperfections()):
+        self.calls.append((friction, added_base_mass))
+        t = np.arange(round(seconds / 0.02)) * 0.02
+        command = command_schedule(commands, t)
+        fallen = np.full(len(t), friction is not None and friction < 0.5)
+        for time, vx, vy in pushes:
+            if np.hypot(vx, vy) >= 1.0:
+                fallen |= t >= time + 0.5
+        n = len(t)
+        return {
+            "time": t,
+            "command": command,
+            "base_pos": np.zeros((n, 3)),
+            "base_lin_vel": np.concatenate([command[:, :2] + 10.0 * imperfections.action_delay, np.zeros((n, 1))], axis=1),
+            "base_ang_vel": np.concatenate([np.zeros((n, 2)), command[:, 2:]], axis=1),
+            "gravity": np.tile((0.0, 0.0, -1.0), (n, 1)),
+            "joint_pos": np.zeros((n, 12)),
+            "joint_vel": np.ones((n, 12)),
+            "torque": np.ones((n, 12)),
+            "foot_slip": np.zeros((n, 4)),
+            "foot_height": np.zeros((n, 4)),
+            "penetration": np.full(n, 1e-3),
+            "fallen": fallen,
+            "power": np.full(n, 12.0),
+        }

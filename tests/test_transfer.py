@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes import write_untrained_run
+from fakes import FakePlayer, write_untrained_run
 from smoothloco.deploy.player import command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
@@ -19,39 +19,6 @@ TRAJECTORY_KEYS = {
     "time", "command", "base_pos", "base_lin_vel", "base_ang_vel", "gravity", "joint_pos", "joint_vel",
     "torque", "foot_slip", "foot_height", "penetration", "fallen", "power",
 }  # fmt: skip
-
-
-class FakePlayer:
-    """Tracks every command exactly; falls 0.5 s after any push of 1 m/s or more."""
-
-    def __init__(self) -> None:
-        self.calls = []
-
-    def run(self, commands, seconds, pushes, friction, added_base_mass):
-        self.calls.append((friction, added_base_mass))
-        t = np.arange(round(seconds / 0.02)) * 0.02
-        command = command_schedule(commands, t)
-        fallen = np.zeros(len(t), bool)
-        for time, vx, vy in pushes:
-            if np.hypot(vx, vy) >= 1.0:
-                fallen |= t >= time + 0.5
-        n = len(t)
-        return {
-            "time": t,
-            "command": command,
-            "base_pos": np.zeros((n, 3)),
-            "base_lin_vel": np.concatenate([command[:, :2], np.zeros((n, 1))], axis=1),
-            "base_ang_vel": np.concatenate([np.zeros((n, 2)), command[:, 2:]], axis=1),
-            "gravity": np.tile((0.0, 0.0, -1.0), (n, 1)),
-            "joint_pos": np.zeros((n, 12)),
-            "joint_vel": np.ones((n, 12)),
-            "torque": np.ones((n, 12)),
-            "foot_slip": np.zeros((n, 4)),
-            "foot_height": np.zeros((n, 4)),
-            "penetration": np.full(n, 1e-3),
-            "fallen": fallen,
-            "power": np.full(n, 12.0),
-        }
 
 
 def test_standard_scenarios_cover_commands_pushes_and_mismatch():

@@ -15,7 +15,8 @@ from pathlib import Path
 from smoothloco import bench
 from smoothloco.argtypes import positive_int
 from smoothloco.deploy import cli as deploy_cli
-from smoothloco.evaluate import study, transfer
+from smoothloco.evaluate import cli as eval_cli
+from smoothloco.evaluate import study
 from smoothloco.parallel import request_host_devices
 from smoothloco.quiet import quiet_cache_loads
 from smoothloco.train import cli as train_cli
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     train_cli.add_parser(sub)
     compare.add_parser(sub)
     deploy_cli.add_parser(sub)
-    transfer.add_parser(sub)
+    eval_cli.add_parser(sub)
     study.add_parser(sub)
     return parser
 

@@ -32,11 +32,13 @@ Typical use (the API the evaluation relies on)::
 
 from __future__ import annotations
 
+import collections
 import copy
 import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -80,6 +82,21 @@ TERM_SCHEMA: Schema = {"name": str, "size": int, "scale": list, "description": s
 Command = tuple[float, float, float, float]  # (start time s, vx m/s, vy m/s, yaw rate rad/s)
 Push = tuple[float, float, float]  # (time s, vx m/s, vy m/s) added to the base velocity
 FrameCallback = Callable[[mujoco.MjModel, mujoco.MjData, np.ndarray], None]
+
+
+@dataclass(frozen=True)
+class Imperfections:
+    """What a real robot adds to the nominal simulation, for robustness checks (all off by
+    default): a control delay before joint targets reach the motors (s, applied at the
+    simulation step), uniform observation noise (per observation entry, in observation units),
+    motor strength (torque and its limit scaled) and MuJoCo's default contact (pyramidal cone,
+    impratio 1) instead of the stiff settings."""
+
+    action_delay: float = 0.0
+    obs_noise: np.ndarray | None = None
+    motor_strength: float = 1.0
+    default_contact: bool = False
+    seed: int = 0
 
 
 class PolicyContractError(ValueError):
@@ -394,18 +411,28 @@ class Player:
         friction: float | None = None,
         added_base_mass: float = 0.0,
         frame_callback: FrameCallback | None = None,
+        imperfections: Imperfections = Imperfections(),
     ) -> dict[str, np.ndarray]:
         """Run the policy from standing for ``seconds`` and return the trajectory at the control rate.
 
         ``commands`` are ``(start time, vx, vy, yaw rate)``, in time order; each holds until the
         next (zero before the first). ``pushes`` add ``(vx, vy)`` m/s to the world-frame base
         velocity at their time. ``frame_callback(model, data, command)`` is called at ~30 Hz.
-        Sample ``k`` is the state at ``k * control_dt`` and the torque applied right then.
+        ``imperfections`` perturb the robot (see ``Imperfections``). Sample ``k`` is the state at
+        ``k * control_dt`` and the torque applied right then.
         """
         kicks = sorted(_numbers(p, 3, "push (t, vx, vy)") for p in pushes)
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"seconds must be > 0, got {seconds}")
         model = self.model(friction, added_base_mass)
+        if imperfections.default_contact:
+            model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_PYRAMIDAL, 1.0
+        rng = np.random.default_rng(imperfections.seed)
+        delay_steps = round(imperfections.action_delay / self.sim_dt)
+        if not (math.isfinite(imperfections.action_delay) and imperfections.action_delay >= 0):
+            raise ValueError(f"action_delay must be >= 0 s, got {imperfections.action_delay}")
+        if not (math.isfinite(imperfections.motor_strength) and imperfections.motor_strength > 0):
+            raise ValueError(f"motor_strength must be > 0, got {imperfections.motor_strength}")
         data = mujoco.MjData(model)
         data.qpos[:] = self.initial_qpos()
         steps = max(1, round(seconds / self.control_dt))
@@ -431,20 +458,31 @@ class Player:
         phase = 0.0
         fallen = False
         next_frame = 0.0
+        strength = imperfections.motor_strength
+        # Joint targets in flight to the motors, one per simulation step: a delay of d steps
+        # applies the target computed d steps earlier (the standing pose before the first).
+        in_flight = collections.deque([self.default_pose.copy()] * delay_steps)
         for k in range(steps):
             t, command = times[k], traj["command"][k]
             while kicks and kicks[0][0] <= t + 1e-9:
                 data.qvel[0:2] += kicks.pop(0)[1:]
             mujoco.mj_step1(model, data)  # kinematics and contacts of the current state
             state = _State(self, data, command, last_action, phase)
-            action = self.act(self.observe(data, command, last_action, phase))
+            obs = self.observe(data, command, last_action, phase)
+            if imperfections.obs_noise is not None:
+                obs = obs + (imperfections.obs_noise * rng.uniform(-1.0, 1.0, obs.shape)).astype(np.float32)
+            action = self.act(obs)
             target = self.default_pose + self.action_scale * action + self.gait_offset(phase)
             fallen = fallen or self._fallen(data, state)
-            self._record(traj, k, model, data, state, self._torque(data, target), fallen)
+            applied = in_flight[0] if delay_steps else target
+            self._record(traj, k, model, data, state, strength * self._torque(data, applied), fallen)
             for substep in range(self.substeps):
                 if substep:
                     mujoco.mj_step1(model, data)
-                data.qfrc_applied[self.dof_ids] = self._torque(data, target)
+                if delay_steps:
+                    in_flight.append(target)
+                    applied = in_flight.popleft()
+                data.qfrc_applied[self.dof_ids] = strength * self._torque(data, applied)
                 if frame_callback is not None and data.time >= next_frame - 1e-9:
                     frame_callback(model, data, command)
                     next_frame += 1.0 / FRAME_RATE

@@ -8,10 +8,8 @@ the trajectory dicts of ``smoothloco.evaluate.metrics``, so every number is comp
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from smoothloco import plotting
-from smoothloco.deploy.export import ExportError, exported
-from smoothloco.deploy.player import Command, Player, PolicyContractError, Push, command_schedule
+from smoothloco.deploy.export import exported
+from smoothloco.deploy.player import Command, Player, Push, command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
@@ -31,7 +29,6 @@ from smoothloco.robot import anymal_c
 from smoothloco.sim import CONTACT_MODELS
 from smoothloco.tasks import CommandConfig, VelocityTask
 from smoothloco.tasks.randomization import set_physics
-from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.runs import load_run
 
 SIMS = ("mujoco", *CONTACT_MODELS)
@@ -41,7 +38,7 @@ Trajectory = dict[str, np.ndarray]
 class TrajectoryPlayer(Protocol):
     """What the evaluation needs of ``smoothloco.deploy.player.Player``."""
 
-    def run(self, commands, seconds, pushes, friction, added_base_mass) -> Trajectory: ...
+    def run(self, commands, seconds, pushes, friction, added_base_mass, imperfections=...) -> Trajectory: ...
 
 
 # -- rollouts --------------------------------------------------------------------------------
@@ -352,37 +349,3 @@ def _jsonable(value):
     if isinstance(value, (np.floating, np.integer, np.bool_)):
         return value.item()
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-# -- command line ------------------------------------------------------------------------------
-def add_parser(sub) -> None:
-    parser = sub.add_parser(
-        "eval",
-        allow_abbrev=False,
-        help="standard evaluation of a run's policy: command grid, pushes, friction/mass mismatch",
-        description="Evaluate a run's policy on the standard scenarios (command grid, 0.5 and 1.0 m/s pushes from "
-        "8 directions, friction 0.5-1.25 and base mass ±5 kg). mujoco runs the exported ONNX policy in the "
-        "standalone player; hard/smooth/soft run the JAX policy in our simulator.",
-    )
-    parser.add_argument("run", metavar="RUN", help="run folder (holds config.json and checkpoint.msgpack)")
-    parser.add_argument("--sim", choices=SIMS, default="mujoco", help="simulator to evaluate in (default mujoco)")
-    parser.add_argument("--json", metavar="FILE", help="also write the summary JSON here")
-    parser.add_argument("--out", metavar="DIR", help="report folder (default RUN/eval-<sim>)")
-    parser.set_defaults(func=run_eval)
-
-
-def run_eval(args: argparse.Namespace) -> int:
-    scenarios = standard_scenarios()
-    try:
-        summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
-    except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    out = Path(args.out) if args.out else Path(args.run) / f"eval-{args.sim}"
-    files = write_report(out, args.sim, summary, scenarios, trajectories)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(files["json"].read_text())
-    print("\n\n".join(files["markdown"].read_text().split("\n\n")[:2]))  # title and summary table
-    print(f"wrote {', '.join(str(p) for p in files.values())}")
-    return 0

@@ -1,0 +1,65 @@
+"""``smoothloco eval RUN --sim {mujoco,hard,smooth,soft} [--robustness]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from smoothloco.deploy.export import ExportError, exported
+from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.evaluate import robustness
+from smoothloco.evaluate.scenarios import standard_scenarios
+from smoothloco.evaluate.transfer import SIMS, evaluate_run, write_report
+from smoothloco.train.checkpoint import CheckpointError
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "eval",
+        allow_abbrev=False,
+        help="standard evaluation of a run's policy: command grid, pushes, friction/mass mismatch",
+        description="Evaluate a run's policy on the standard scenarios (command grid, 0.5 and 1.0 m/s pushes from "
+        "8 directions, friction 0.5-1.25 and base mass ±5 kg). mujoco runs the exported ONNX policy in the "
+        "standalone player; hard/smooth/soft run the JAX policy in our simulator.",
+    )
+    parser.add_argument("run", metavar="RUN", help="run folder (holds config.json and checkpoint.msgpack)")
+    parser.add_argument("--sim", choices=SIMS, default="mujoco", help="simulator to evaluate in (default mujoco)")
+    parser.add_argument("--json", metavar="FILE", help="also write the summary JSON here")
+    parser.add_argument("--out", metavar="DIR", help="report folder (default RUN/eval-<sim>)")
+    parser.add_argument(
+        "--robustness",
+        action="store_true",
+        help="also run the robustness suite in MuJoCo (control delay, sensor noise, weaker motors, friction 0.3, "
+        "MuJoCo's default contact, 1.5 m/s pushes, all combined): summary.json 'robustness', robustness.png",
+    )
+    parser.set_defaults(func=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    if args.robustness and args.sim != "mujoco":
+        print(f"error: --robustness runs in MuJoCo (--sim mujoco), not --sim {args.sim}", file=sys.stderr)
+        return 2
+    scenarios = standard_scenarios()
+    try:
+        summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
+        if args.robustness:
+            summary["robustness"] = robustness.evaluate_robustness(Player(exported(Path(args.run))))
+    except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.run) / f"eval-{args.sim}"
+    files = write_report(out, args.sim, summary, scenarios, trajectories)
+    if args.robustness:
+        files["robustness"] = out / "robustness.png"
+        robustness.plot(summary["robustness"], files["robustness"], f"policy in {args.sim}: robustness")
+        with files["markdown"].open("a") as f:
+            f.write("\n" + robustness.markdown(summary["robustness"]))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(files["json"].read_text())
+    print("\n\n".join(files["markdown"].read_text().split("\n\n")[:2]))  # title and summary table
+    if args.robustness:
+        print(robustness.markdown(summary["robustness"]))
+    print(f"wrote {', '.join(str(p) for p in files.values())}")
+    return 0

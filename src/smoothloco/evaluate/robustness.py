@@ -1,0 +1,119 @@
+"""Robustness beyond the training ranges: the exported policy in MuJoCo (C) with what a real
+robot adds (control delay, sensor noise, weaker motors, slippery ground, MuJoCo's default
+contact, harder pushes, all at once), each condition on the same command grid and pushes.
+
+Every condition is judged with the standard evaluation's metrics (``transfer.summarize``), so
+``nominal`` reproduces the standard figures on this subset of scenarios.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from smoothloco import plotting
+from smoothloco.deploy.player import Imperfections
+from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
+from smoothloco.evaluate.transfer import TrajectoryPlayer, robot_mass, summarize
+from smoothloco.tasks.velocity import OBS_LAYOUT, observation_scales
+
+# legged_gym's sensor noise levels (the task's, before scaling), in observation units.
+SENSOR_NOISE = np.concatenate([np.full(size, level) for _, size, _, level in OBS_LAYOUT]) * observation_scales()
+METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One way the world differs from the nominal simulation."""
+
+    imperfections: Imperfections = field(default_factory=Imperfections)
+    friction: float | None = None  # ground friction for every scenario (None: nominal 0.8)
+    push_speed: float = 1.0  # m/s
+
+
+CONDITIONS: dict[str, Condition] = {
+    "nominal": Condition(),
+    "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
+    "control delay 20 ms": Condition(Imperfections(action_delay=0.020)),
+    "sensor noise (legged_gym levels)": Condition(Imperfections(obs_noise=SENSOR_NOISE)),
+    "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
+    "friction 0.3": Condition(friction=0.3),
+    "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
+    "pushes 1.5 m/s": Condition(push_speed=1.5),
+    "all combined": Condition(
+        Imperfections(action_delay=0.020, obs_noise=SENSOR_NOISE, motor_strength=0.8, default_contact=True),
+        friction=0.4,
+        push_speed=1.5,
+    ),
+}
+
+
+def condition_scenarios(condition: Condition, push_directions: int = 4) -> tuple[Scenario, ...]:
+    """The command grid and pushes (standing and walking) from ``push_directions`` directions at
+    the condition's speed, on the condition's ground."""
+    scenarios = standard_scenarios(push_speeds=(condition.push_speed,), push_directions=push_directions, mismatches=())
+    return tuple(replace(s, friction=condition.friction) for s in scenarios)
+
+
+def evaluate_robustness(
+    player: TrajectoryPlayer,
+    conditions: dict[str, Condition] = CONDITIONS,
+    push_directions: int = 4,
+) -> dict[str, dict[str, float]]:
+    """Per condition, the standard metrics of ``player`` (the exported policy in MuJoCo)."""
+    out = {}
+    for name, condition in conditions.items():
+        scenarios = condition_scenarios(condition, push_directions)
+        trajectories = [
+            player.run(
+                commands=list(s.commands),
+                seconds=s.seconds,
+                pushes=list(s.pushes),
+                friction=s.friction,
+                added_base_mass=s.added_base_mass,
+                imperfections=condition.imperfections,
+            )
+            for s in scenarios
+        ]
+        summary = summarize(scenarios, trajectories, robot_mass())
+        out[name] = {m: summary[m] for m in METRICS}
+    return out
+
+
+def markdown(robustness: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "## Robustness (MuJoCo, beyond the training ranges)",
+        "",
+        "| condition | lin. vel. error (m/s) | yaw rate error (rad/s) | fall rate | push survival |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {name} | {r['lin_vel_error']:.3f} | {r['yaw_rate_error']:.3f} | {r['fall_rate']:.2f} | {r['push_survival']:.2f} |"
+        for name, r in robustness.items()
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(robustness: dict[str, dict[str, float]], path: Path, title: str) -> None:
+    """Tracking error, fall rate and push survival per condition."""
+    plt = plotting.pyplot()
+    names = list(robustness)
+    panels = (
+        ("lin_vel_error", "lin. vel. error (m/s)"),
+        ("fall_rate", "fall rate (unpushed)"),
+        ("push_survival", "push survival"),
+    )
+    fig, axes = plt.subplots(1, len(panels), figsize=(13, 0.45 * len(names) + 1.5), sharey=True)
+    y = np.arange(len(names))
+    for ax, (key, label) in zip(axes, panels):
+        ax.barh(y, [robustness[n][key] for n in names], color="C0")
+        ax.set_xlabel(label)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(y, names)
+    axes[0].invert_yaxis()
+    for ax in axes[1:]:
+        ax.set_xlim(0, 1.05)
+    fig.suptitle(title)
+    plotting.save(fig, path, dpi=90)

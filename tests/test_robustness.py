@@ -1,0 +1,50 @@
+"""The robustness suite: every condition reaches the player, is judged with the standard
+metrics, and a policy that degrades shows it; the player's imperfections act as specified."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fakes import FakePlayer, write_untrained_run
+
+from smoothloco.deploy.export import export_run
+from smoothloco.deploy.player import Imperfections, Player
+from smoothloco.evaluate import robustness
+from smoothloco.train.shac import SHACConfig
+
+
+def test_every_condition_is_run_and_judged(tmp_path: Path):
+    result = robustness.evaluate_robustness(FakePlayer(), push_directions=2)
+    assert list(result) == list(robustness.CONDITIONS)
+    # The stand-in falls after pushes of 1 m/s or more: every condition pushes at least that hard.
+    assert result["nominal"] == {"lin_vel_error": 0.0, "yaw_rate_error": 0.0, "fall_rate": 0.0, "push_survival": 0.0}
+    speeds = {name: {s.push_speed for s in robustness.condition_scenarios(c) if s.pushes} for name, c in robustness.CONDITIONS.items()}
+    assert speeds["nominal"] == {1.0} and speeds["pushes 1.5 m/s"] == speeds["all combined"] == {1.5}
+    assert result["control delay 20 ms"]["lin_vel_error"] > result["control delay 10 ms"]["lin_vel_error"] > 0
+    assert result["friction 0.3"]["fall_rate"] == 1.0
+    assert result["all combined"]["fall_rate"] == 1.0
+    robustness.plot(result, tmp_path / "robustness.png", "test")
+    assert (tmp_path / "robustness.png").stat().st_size > 0
+    # Falling at once tracks nothing: the error of standing still, not 0.
+    assert "| friction 0.3 | 0.389 | 0.167 | 1.00 | 0.00 |" in robustness.markdown(result)
+
+
+@pytest.fixture(scope="module")
+def player(tmp_path_factory) -> Player:
+    run = tmp_path_factory.mktemp("robust") / "run"
+    write_untrained_run(run, SHACConfig(num_envs=4, horizon=2, critic_minibatches=2))
+    return Player(export_run(run))
+
+
+def test_weaker_motors_and_a_control_delay_change_the_torque_as_specified(player: Player):
+    command = [(0.0, 0.5, 0.0, 0.0)]
+    nominal = player.run(command, seconds=0.1)
+    weak = player.run(command, seconds=0.1, imperfections=Imperfections(motor_strength=0.5))
+    np.testing.assert_allclose(weak["torque"][0], 0.5 * nominal["torque"][0])
+    # A delay of one control period: the first period's torque is the standing pose's PD torque.
+    delayed = player.run(command, seconds=0.1, imperfections=Imperfections(action_delay=player.control_dt))
+    standing = np.clip(-player.kd * 0.0 + player.kp * (player.default_pose - player.initial_qpos()[7:]), -80, 80)
+    np.testing.assert_allclose(delayed["torque"][0], standing, atol=1e-9)
+    assert not np.allclose(delayed["torque"][0], nominal["torque"][0])
+    with pytest.raises(ValueError, match="motor_strength must be > 0"):
+        player.run(command, seconds=0.1, imperfections=Imperfections(motor_strength=0.0))
