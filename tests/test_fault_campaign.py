@@ -21,7 +21,7 @@ from smoothloco.train.run_folder import SUMMARY_NAME
 KILLS = 20
 TINY = (
     "--shac.num_envs 4 --shac.horizon 4 --shac.critic_minibatches 2 --shac.actor_hidden 16,16 "
-    "--shac.critic_hidden 16,16 --shac.iterations 60 --run.checkpoint_every 1 --run.eval_every 20 "
+    "--shac.critic_hidden 16,16 --shac.iterations 200 --run.checkpoint_every 1 --run.eval_every 50 "
     "--run.eval_seconds 1.2 --run.deploy false"
 ).split()
 CLOCKS = {"wall_s", "train_wall_s"}
@@ -42,12 +42,13 @@ def _rows(path: Path) -> int:
 def _kill_at_random(process: subprocess.Popen, metrics: Path, rng: random.Random) -> bool:
     """SIGKILL ``process`` at a random moment: half the time after a random delay (start-up and
     compilation included), otherwise right after a random number of further metrics rows.
-    Returns whether it was killed (False: it finished first)."""
+    Returns whether it was killed (False: it finished first; 200 iterations leave room for
+    every kill)."""
     if rng.random() < 0.5:
-        deadline = time.monotonic() + rng.uniform(0.0, 15.0)
+        deadline = time.monotonic() + rng.uniform(0.0, 6.0)
         ready = lambda: time.monotonic() >= deadline  # noqa: E731
     else:
-        target = _rows(metrics) + rng.randint(1, 8)
+        target = _rows(metrics) + rng.randint(1, 4)
         ready = lambda: _rows(metrics) >= target  # noqa: E731
     while process.poll() is None:
         if ready():
