@@ -75,6 +75,7 @@ def fake_loop(monkeypatch):
     def fake_finish(run_dir, config, history, *rest):
         seen["finished"].append(run_dir)
         seen["finished_history"].append(history)  # summary.json's wall_seconds and training.png come from it
+        (run_dir / run_folder.SUMMARY_NAME).write_text("{}")  # written last, as the real one
 
     monkeypatch.setattr(runner, "_finish", fake_finish)
     return settings, seen

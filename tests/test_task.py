@@ -20,7 +20,11 @@ def _rollout(env, state, actions):
     return jax.lax.scan(body, state, actions)
 
 
-@pytest.mark.parametrize("contact", ["hard", "smooth", "soft"])
+# The default contact runs in the default suite; hard and soft (a minute of compilation between
+# them) are slow: their physics is checked by the sim tests, their task use by the study.
+@pytest.mark.parametrize(
+    "contact", [pytest.param("hard", marks=pytest.mark.slow), "smooth", pytest.param("soft", marks=pytest.mark.slow)]
+)
 def test_random_actions_stay_finite(contact):
     # The explicit soft penalty needs a smaller step than the impulse models (docs/design.md).
     task = VelocityTask(VelocityTaskConfig(contact=contact, sim_dt=0.0025 if contact == "soft" else 0.005))

@@ -38,7 +38,6 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -84,13 +83,13 @@ Push = tuple[float, float, float]  # (time s, vx m/s, vy m/s) added to the base 
 FrameCallback = Callable[[mujoco.MjModel, mujoco.MjData, np.ndarray], None]
 
 
-@dataclass(frozen=True)
-class Imperfections:
+class Imperfections(NamedTuple):
     """What a real robot adds to the nominal simulation, for robustness checks (all off by
     default): a control delay before joint targets reach the motors (s, applied at the
     simulation step), uniform observation noise (per observation entry, in observation units),
     motor strength (torque and its limit scaled) and MuJoCo's default contact (pyramidal cone,
-    impratio 1) instead of the stiff settings."""
+    impratio 1) instead of the stiff settings. (A NamedTuple, not a dataclass: the player must
+    load from its file alone, without being registered as a module.)"""
 
     action_delay: float = 0.0
     obs_noise: np.ndarray | None = None
