@@ -16,7 +16,7 @@ import numpy as np
 from smoothloco import plotting
 from smoothloco.deploy.player import Imperfections
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
-from smoothloco.evaluate.transfer import TrajectoryPlayer, robot_mass, summarize
+from smoothloco.evaluate.transfer import TrajectoryPlayer, robot_mass, rollout_player, summarize
 from smoothloco.tasks.velocity import OBS_LAYOUT, observation_scales
 
 # legged_gym's sensor noise levels (the task's, before scaling), in observation units.
@@ -66,17 +66,7 @@ def evaluate_robustness(
     out = {}
     for name, condition in conditions.items():
         scenarios = condition_scenarios(condition, push_directions)
-        trajectories = [
-            player.run(
-                commands=list(s.commands),
-                seconds=s.seconds,
-                pushes=list(s.pushes),
-                friction=s.friction,
-                added_base_mass=s.added_base_mass,
-                imperfections=condition.imperfections,
-            )
-            for s in scenarios
-        ]
+        trajectories = rollout_player(player, scenarios, condition.imperfections)
         summary = summarize(scenarios, trajectories, robot_mass())
         out[name] = {m: summary[m] for m in METRICS}
     return out

@@ -21,7 +21,7 @@ import numpy as np
 
 from smoothloco import plotting
 from smoothloco.deploy.export import exported
-from smoothloco.deploy.player import Command, Player, Push, command_schedule
+from smoothloco.deploy.player import Command, Imperfections, Player, Push, command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
@@ -119,8 +119,12 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario | Script]) -> l
     return out
 
 
-def rollout_player(player: TrajectoryPlayer, scenarios: Sequence[Scenario]) -> list[Trajectory]:
-    """Trajectories of an exported policy in the MuJoCo player, one scenario after another."""
+def rollout_player(
+    player: TrajectoryPlayer, scenarios: Sequence[Scenario], imperfections: Imperfections | None = None
+) -> list[Trajectory]:
+    """Trajectories of an exported policy in the MuJoCo player, one scenario after another,
+    with the robot's ``imperfections`` if given."""
+    extra = {} if imperfections is None else {"imperfections": imperfections}
     return [
         player.run(
             commands=list(s.commands),
@@ -128,6 +132,7 @@ def rollout_player(player: TrajectoryPlayer, scenarios: Sequence[Scenario]) -> l
             pushes=list(s.pushes),
             friction=s.friction,
             added_base_mass=s.added_base_mass,
+            **extra,
         )
         for s in scenarios
     ]
