@@ -38,3 +38,9 @@ def test_a_config_from_before_the_trot_generator_loads_with_it_off():
     del saved["task"]["gait"]
     assert TrainConfig.from_dict(saved).task.gait.frequency == 0.0
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
+
+
+def test_final_sharpness_is_what_the_policy_trained_with():
+    assert TrainConfig().final_sharpness == 1000.0  # the end of SHAC's default schedule
+    assert TrainConfig(shac=SHACConfig(sharpness_schedule=())).final_sharpness == 300.0
+    assert TrainConfig(algo="ppo").final_sharpness == 300.0  # Brax's PPO never schedules it

@@ -18,6 +18,7 @@ from brax.envs.wrappers import training
 from mujoco import mjx
 from mujoco import rollout as mj_rollout
 
+from smoothloco.deploy.player import IMPRATIO
 from smoothloco.parallel import shard_batch
 from smoothloco.robot import RobotSpec, anymal_c
 from smoothloco.sim import DEFAULT_SHARPNESS, SimState, initial_state, make_sim, rollout
@@ -158,7 +159,7 @@ def _mujoco_defaults(robot: RobotSpec) -> mujoco.MjModel:
 def _mujoco_stiff(robot: RobotSpec) -> mujoco.MjModel:
     """The transfer judge's settings: elliptic cone and impratio 100 (``deploy.player``)."""
     model = pd_servo_model(robot)
-    model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_ELLIPTIC, 100.0
+    model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_ELLIPTIC, IMPRATIO
     return model
 
 

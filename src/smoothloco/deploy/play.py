@@ -96,10 +96,10 @@ def _play_ours(
     """The JAX policy in ``VelocityTask`` with ``contact``, scripted as the evaluation scripts it
     (``evaluate.transfer.rollout_ours``). The trajectory has the MuJoCo player's fields plus
     ``qpos``/``qvel``."""
+    run = load_run(run_dir)
     script = Script(commands=tuple(commands), seconds=seconds, pushes=tuple(pushes))
-    trajectory = rollout_ours(load_run(run_dir), contact, [script])[0]
-    dt = float(trajectory["time"][1] - trajectory["time"][0]) if len(trajectory["time"]) > 1 else seconds
-    steps = len(trajectory["time"])
+    trajectory = rollout_ours(run, contact, [script])[0]
+    dt, steps = run.config.task.control_dt, len(trajectory["time"])
     frames = np.minimum(np.round(np.arange(0.0, seconds, 1.0 / FRAME_RATE) / dt).astype(int), steps - 1)
     captions = [caption(contact, trajectory["time"][i], trajectory["command"][i]) for i in frames]
     xml = anymal_c().xml

@@ -426,12 +426,12 @@ class Player:
         model = self.model(friction, added_base_mass)
         if imperfections.default_contact:
             model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_PYRAMIDAL, 1.0
-        rng = np.random.default_rng(imperfections.seed)
-        delay_steps = round(imperfections.action_delay / self.sim_dt)
         if not (math.isfinite(imperfections.action_delay) and imperfections.action_delay >= 0):
             raise ValueError(f"action_delay must be >= 0 s, got {imperfections.action_delay}")
         if not (math.isfinite(imperfections.motor_strength) and imperfections.motor_strength > 0):
             raise ValueError(f"motor_strength must be > 0, got {imperfections.motor_strength}")
+        rng = np.random.default_rng(imperfections.seed)
+        delay_steps = round(imperfections.action_delay / self.sim_dt)
         data = mujoco.MjData(model)
         data.qpos[:] = self.initial_qpos()
         steps = max(1, round(seconds / self.control_dt))

@@ -38,7 +38,7 @@ Trajectory = dict[str, np.ndarray]
 class TrajectoryPlayer(Protocol):
     """What the evaluation needs of ``smoothloco.deploy.player.Player``."""
 
-    def run(self, commands, seconds, pushes, friction, added_base_mass, imperfections=...) -> Trajectory: ...
+    def run(self, commands, seconds, pushes, friction, added_base_mass, imperfections) -> Trajectory: ...
 
 
 # -- rollouts --------------------------------------------------------------------------------
@@ -64,11 +64,10 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario | Script]) -> l
     if contact not in CONTACT_MODELS:
         raise ValueError(f"unknown contact model {contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
     config = run.config.task
-    schedule = run.config.shac.sharpness_schedule
     task = VelocityTask(
         config.quiet(
             contact=contact,
-            sharpness=schedule[-1] if schedule else config.sharpness,  # what the policy finally trained on
+            sharpness=run.config.final_sharpness,  # what the policy finally trained on
             commands=CommandConfig(resample_seconds=(1e9, 1e9), zero_probability=1.0),  # reset stands still
         )
     )
@@ -120,11 +119,10 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario | Script]) -> l
 
 
 def rollout_player(
-    player: TrajectoryPlayer, scenarios: Sequence[Scenario], imperfections: Imperfections | None = None
+    player: TrajectoryPlayer, scenarios: Sequence[Scenario], imperfections: Imperfections = Imperfections()
 ) -> list[Trajectory]:
     """Trajectories of an exported policy in the MuJoCo player, one scenario after another,
-    with the robot's ``imperfections`` if given."""
-    extra = {} if imperfections is None else {"imperfections": imperfections}
+    with the robot's ``imperfections`` (none by default)."""
     return [
         player.run(
             commands=list(s.commands),
@@ -132,7 +130,7 @@ def rollout_player(
             pushes=list(s.pushes),
             friction=s.friction,
             added_base_mass=s.added_base_mass,
-            **extra,
+            imperfections=imperfections,
         )
         for s in scenarios
     ]

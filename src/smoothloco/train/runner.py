@@ -433,8 +433,7 @@ class RunLog:
         (``make_policy`` is the same function every time)."""
         tic = time.perf_counter()
         if self._evaluate is None:
-            policy_of = lambda p: lambda obs: make_policy(p, deterministic=True)(obs, None)[0]  # noqa: E731
-            self._evaluate = command_evaluator(self.config.task, policy_of, seconds=self.config.run.eval_seconds)
+            self._evaluate = grid_evaluator(self.config, make_policy)
         self.evaluation = self._evaluate(params, sharpness)
         self._eval_s += time.perf_counter() - tic
         return {f"eval/{k}": v for k, v in self.evaluation.items() if k != "per_command"}
@@ -490,6 +489,13 @@ def _print_progress(row: dict, history: list[dict], iterations: int, algo: str, 
     )
 
 
+def grid_evaluator(config: TrainConfig, make_policy: Callable) -> Callable:
+    """``evaluate(params, sharpness=None)``: the run's deterministic policy on the command grid,
+    compiled once (``evaluate.grid.command_evaluator``)."""
+    policy_of = lambda p: lambda obs: make_policy(p, deterministic=True)(obs, None)[0]  # noqa: E731
+    return command_evaluator(config.task, policy_of, seconds=config.run.eval_seconds)
+
+
 def write_missing_summary(run_dir: Path) -> None:
     """The summary, report and curves of a run that finished training but was stopped before
     writing them: the final policy evaluated again on the grid (at the schedule's final
@@ -498,10 +504,7 @@ def write_missing_summary(run_dir: Path) -> None:
     history = [parsed_row(r, run_dir / "metrics.csv") for r in read_metrics(run_dir / "metrics.csv")[1]]
     if not history:
         raise RunFolderError(f"{run_dir} has a final checkpoint but no metrics.csv rows to summarize")
-    policy_of = lambda p: lambda obs: run.make_policy(p, deterministic=True)(obs, None)[0]  # noqa: E731
-    schedule = run.config.shac.sharpness_schedule if run.config.algo == "shac" else ()
-    evaluate = command_evaluator(run.config.task, policy_of, seconds=run.config.run.eval_seconds)
-    evaluation = evaluate(run.params, schedule[-1] if schedule else None)
+    evaluation = grid_evaluator(run.config, run.make_policy)(run.params, run.config.final_sharpness)
     print(f"{run_dir}: training had finished but its summary was missing; evaluated and wrote it", flush=True)
     _finish(run_dir, run.config, history, evaluation, history[0]["wall_s"])  # row 1's clock: the first iteration
 

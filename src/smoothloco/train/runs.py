@@ -92,6 +92,13 @@ class TrainConfig:
         return self.shac.iterations if self.algo == "shac" else self.ppo.iterations
 
     @property
+    def final_sharpness(self) -> float:
+        """The smooth contact's sharpness (1/m) the policy finally trained with: the end of SHAC's
+        schedule, else the task's (Brax's PPO has no schedule)."""
+        schedule = self.shac.sharpness_schedule if self.algo == "shac" else ()
+        return schedule[-1] if schedule else self.task.sharpness
+
+    @property
     def steps_per_iteration(self) -> int:
         return self.shac.num_envs * self.shac.horizon if self.algo == "shac" else self.ppo.steps_per_iteration
 
