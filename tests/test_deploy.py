@@ -24,7 +24,7 @@ from smoothloco.deploy.export import mlp_policy, onnx_model
 from smoothloco.deploy.play import play
 from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.deploy.render import Clip, render_video, write_video
-from smoothloco.robot import anymal_c
+from smoothloco.robot import anymal_c, load_robot
 from smoothloco.sim import SimState
 from smoothloco.tasks import OBS_SIZE, GaitConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.tasks.velocity import _resting_contact, observation_scales
@@ -36,14 +36,28 @@ EXPORTED_FILES = ("policy.json", "policy.onnx", "robot.xml")
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    """An untrained run (random initial policy), exported through the command line."""
-    run = tmp_path_factory.mktemp("deploy") / "run"
+def _exported_untrained_run(folder: Path, robot: str) -> Path:
+    """An untrained run (random initial policy) of ``robot`` with the trot generator on,
+    exported through the command line."""
+    run = folder / "run"
     shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(32, 32))
-    write_untrained_run(run, shac, task=VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.3)))
+    task = VelocityTaskConfig.for_robot(robot)
+    write_untrained_run(run, shac, task=replace(task, gait=replace(task.gait, frequency=2.0, hip_amplitude=0.3)))
     assert main(["export", str(run)]) == 0
     return run
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return _exported_untrained_run(tmp_path_factory.mktemp("deploy"), "anymal_c")
+
+
+@pytest.fixture(scope="module")
+def go2_run_dir(tmp_path_factory) -> Path:
+    return _exported_untrained_run(tmp_path_factory.mktemp("deploy-go2"), "go2")
+
+
+BOTH_ROBOTS = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir"])
 
 
 def _copy_export(run_dir: Path, target: Path) -> Path:
@@ -95,9 +109,11 @@ def test_onnx_export_of_a_brax_shaped_network():
     np.testing.assert_allclose(session.run(["actions"], {"obs": obs})[0], np.tanh(x[:, :12]), atol=1e-5)
 
 
-def test_export_writes_the_contract(run_dir: Path):
+@BOTH_ROBOTS
+def test_export_writes_the_contract(run_fixture: str, request):
+    run_dir = request.getfixturevalue(run_fixture)
     contract = json.loads((run_dir / "export" / "policy.json").read_text())
-    robot = anymal_c()
+    robot = load_robot(load_run(run_dir).config.task.robot)
     assert contract["robot"]["model_hash"] == robot.model_hash
     assert [t["name"] for t in contract["observation"]["terms"]][:3] == [
         "base_lin_vel",
@@ -107,10 +123,14 @@ def test_export_writes_the_contract(run_dir: Path):
     scales = np.concatenate([t["scale"] for t in contract["observation"]["terms"]])
     np.testing.assert_array_equal(scales, observation_scales())
     assert contract["joints"]["names"] == list(robot.joint_names)
+    np.testing.assert_allclose(contract["joints"]["torque_limit"], robot.torque_limit, rtol=1e-6)  # float32
+    assert contract["action"]["scale"] == VelocityTaskConfig.for_robot(robot.name).action_scale
     assert contract["source"]["onnx_max_abs_error"] <= 1e-5
 
 
-def test_player_runs_from_the_exported_files_alone(run_dir: Path, tmp_path: Path):
+@BOTH_ROBOTS
+def test_player_runs_from_the_exported_files_alone(run_fixture: str, request, tmp_path: Path):
+    run_dir = request.getfixturevalue(run_fixture)
     player = Player(_copy_export(run_dir, tmp_path / "robot"))
     frames = []
     traj = player.run(
@@ -131,7 +151,7 @@ def test_player_runs_from_the_exported_files_alone(run_dir: Path, tmp_path: Path
         assert len(values) == steps and np.all(np.isfinite(values)), name
     assert traj["fallen"].dtype == bool and np.all(traj["penetration"] >= 0) and np.all(traj["power"] >= 0)
     np.testing.assert_array_equal(traj["command"][[0, 49, 50]], [[0.5, 0, 0], [0.5, 0, 0], [0, 0, 0.5]])
-    assert np.all(np.abs(traj["torque"]) <= 80.0)
+    assert np.all(np.abs(traj["torque"]) <= load_robot(load_run(run_dir).config.task.robot).torque_limit)
     assert abs(len(frames) - 60) <= 1  # ~30 Hz
 
 
@@ -210,8 +230,10 @@ def test_player_refuses_a_different_robot_model(run_dir: Path, tmp_path: Path):
         Player(folder)
 
 
-def test_player_observation_equals_task_observation(run_dir: Path):
+@BOTH_ROBOTS
+def test_player_observation_equals_task_observation(run_fixture: str, request):
     """Same state, same command and last action: the player's observation is the task's."""
+    run_dir = request.getfixturevalue(run_fixture)
     task = VelocityTask(load_run(run_dir).config.task)
     key = jax.random.split(jax.random.PRNGKey(2), 4)
     state = jax.jit(task.reset)(key[0])
@@ -231,8 +253,10 @@ def test_player_observation_equals_task_observation(run_dir: Path):
     np.testing.assert_allclose(observed, np.asarray(state.obs), atol=2e-5, rtol=1e-5)
 
 
+@BOTH_ROBOTS
 @pytest.mark.parametrize("phase", [0.0, 0.1, 0.25, 0.6, 0.9])
-def test_player_gait_offsets_equal_task_gait_offsets(run_dir: Path, phase: float):
+def test_player_gait_offsets_equal_task_gait_offsets(run_fixture: str, request, phase: float):
+    run_dir = request.getfixturevalue(run_fixture)
     task = VelocityTask(load_run(run_dir).config.task)
     expected = np.asarray(task.gait_offset(jnp.asarray(phase)))
     np.testing.assert_allclose(Player(run_dir / "export").gait_offset(phase), expected, atol=1e-6)

@@ -1,4 +1,4 @@
-"""Our rigid-body dynamics against MuJoCo (C) on the bundled robot at random states."""
+"""Our rigid-body dynamics against MuJoCo (C) on the bundled robots at random states."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from smoothloco.robot import anymal_c
+from smoothloco.robot import BUNDLED_ROBOTS, load_robot
 from smoothloco.sim.dynamics import dynamics, point_jacobians, rigid_tree
 
 
@@ -18,10 +18,11 @@ def _random_state(robot, rng):
     return q, rng.normal(0.0, 1.5, 18)
 
 
+@pytest.mark.parametrize("robot_name", list(BUNDLED_ROBOTS))
 @pytest.mark.parametrize("seed", [0, 1])
-def test_poses_mass_matrix_bias_and_jacobians_equal_mujoco(seed):
+def test_poses_mass_matrix_bias_and_jacobians_equal_mujoco(seed, robot_name):
     """float32 against MuJoCo's float64: agreement to ~1e-5 of each quantity's scale."""
-    robot = anymal_c()
+    robot = load_robot(robot_name)
     model = robot.mj_model()
     q, v = _random_state(robot, np.random.default_rng(seed))
     data = mujoco.MjData(model)

@@ -1,10 +1,22 @@
+"""Robots: the bundled ones match their public numbers and stand, and a user's spec file is
+loaded or refused with an error that says what is wrong."""
+
+import re
+import shutil
+from pathlib import Path
+
 import mujoco
 import numpy as np
+import pytest
 
-from smoothloco.robot import anymal_c
+from smoothloco.cli import main
+from smoothloco.robot import BUNDLED_ROBOTS, RobotSpecError, anymal_c, load_robot, load_spec_file
+from smoothloco.robot.loading import ASSETS
+from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.tasks.gait import leg_phase_shifts
 
 
-def test_model_structure_matches_reference():
+def test_anymal_structure_matches_reference():
     robot = anymal_c()
     model = robot.mj_model()
     assert (model.nq, model.nv, model.nu) == (19, 18, 12)
@@ -13,17 +25,110 @@ def test_model_structure_matches_reference():
     assert robot.joint_lower[0] == -0.72 and robot.joint_upper[3] == 0.72
 
 
-def test_stands_in_mujoco_under_pd():
-    robot = anymal_c()
+def test_go2_structure_matches_public_numbers():
+    robot = load_robot("go2")
+    model = robot.mj_model()
+    assert (model.nq, model.nv, model.nu) == (19, 18, 12)
+    assert abs(sum(model.body_mass) - 15.02) < 0.01  # 6.921 kg trunk + 4 x (0.678 + 1.152 + 0.154 + 0.04)
+    np.testing.assert_allclose(robot.torque_limit, [23.7, 23.7, 45.43] * 4)
+    np.testing.assert_allclose(model.dof_armature[6:], 0.01)
+    # thigh and calf 0.213 m each: the calf's origin (the knee) sits 0.213 m below the thigh's
+    assert np.allclose(model.body_pos[model.body("FL_calf").id], [0, 0, -0.213])
+    assert 0.30 < robot.base_height < 0.34
+
+
+@pytest.mark.parametrize("name", list(BUNDLED_ROBOTS))
+def test_trot_pairs_are_diagonal(name):
+    robot = load_robot(name)
+    shifts, feet = leg_phase_shifts(robot), robot.foot_positions()
+    for i in range(4):
+        for j in range(i + 1, 4):
+            diagonal = np.sign(feet[i, 0]) != np.sign(feet[j, 0]) and np.sign(feet[i, 1]) != np.sign(feet[j, 1])
+            assert (shifts[i] == shifts[j]) == diagonal
+
+
+@pytest.mark.parametrize("name, height", [("anymal_c", (0.45, 0.56)), ("go2", (0.25, 0.29))])
+def test_stands_in_mujoco_under_pd(name, height):
+    robot = load_robot(name)
     model = robot.mj_model()
     data = mujoco.MjData(model)
     data.qpos[:] = robot.init_qpos()
-    for _ in range(int(3.0 / model.opt.timestep)):
+    for _ in range(int(6.0 / model.opt.timestep)):
         torque = robot.kp * (robot.default_pose - data.qpos[7:]) - robot.kd * data.qvel[6:]
         data.ctrl[:] = np.clip(torque, -robot.torque_limit, robot.torque_limit)
         mujoco.mj_step(model, data)
-    assert 0.45 < data.qpos[2] < 0.56
-    assert np.linalg.norm(data.qpos[:2]) < 0.01
+    assert height[0] < data.qpos[2] < height[1]
+    assert np.linalg.norm(data.qpos[:2]) < 0.1
     assert np.abs(data.qvel).max() < 0.05
     upright = 1 - 2 * (data.qpos[4] ** 2 + data.qpos[5] ** 2)  # z of the body z-axis
-    assert upright > 0.999
+    assert upright > 0.99
+
+
+def test_robot_task_settings_replace_the_defaults():
+    go2, default = VelocityTaskConfig.for_robot("go2"), VelocityTaskConfig()
+    assert go2.robot == "go2" and go2.action_scale == 0.25 and go2.base_height_target == 0.27
+    assert go2.randomization.added_base_mass == (-1.0, 2.0)
+    assert go2.randomization.friction == default.randomization.friction  # not in the spec: the default
+    assert VelocityTaskConfig.for_robot("anymal_c") == default
+
+
+# -- a user's spec file ------------------------------------------------------------------------
+@pytest.fixture
+def user_robot(tmp_path: Path) -> Path:
+    """A copy of the bundled Go2 spec and MJCF where a user would keep theirs."""
+    for name in ("go2.toml", "go2.xml"):
+        shutil.copy(ASSETS / name, tmp_path / name)
+    return tmp_path / "go2.toml"
+
+
+def _edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text()
+    assert text.count(old) >= count, old
+    path.write_text(text.replace(old, new, count))
+
+
+def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
+    mine, bundled = load_spec_file(user_robot), load_robot("go2")
+    assert mine.model_hash == bundled.model_hash and mine.joint_names == bundled.joint_names
+    assert VelocityTaskConfig.for_robot(str(user_robot)).action_scale == 0.25
+
+
+@pytest.mark.parametrize(
+    "file, old, new, message",
+    [
+        ("toml", "kd = 0.5", "kd = 0.5\nkv = 1.0", "unknown keys ['kv']"),
+        ("toml", "kd = 0.5\n", "", "missing keys ['kd']"),
+        ("toml", "kp = 20.0", "kp = -20.0", "kp: expected one or 12 finite positive numbers"),
+        ("toml", "kp = 20.0", 'kp = "stiff"', "kp: expected a number or a list"),
+        ("toml", '"FL_calf_joint",', '"FL_knee",', "no hinge joint named ['FL_knee']"),
+        ("toml", '"FL_hip_joint", "FL_thigh_joint"', '"FL_thigh_joint", "FL_hip_joint"', "do not lead to foot 'FL_foot'"),
+        ("toml", '"RR_hip_joint", "RR_thigh_joint", "RR_calf_joint",', "", "got 9; a quadruped here has 4 legs"),
+        ("toml", 'feet = ["FL_foot"', 'feet = ["FL_toe"', "no geom named 'FL_toe'"),
+        ("toml", 'knees = ["FL_calf"', 'knees = ["FL_knee"', "knees: no body named 'FL_knee'"),
+        ("toml", "0.1, 0.8, -1.5,", "0.1, 0.8, -0.5,", "FL_calf_joint = -0.5 not in [-2.7227, -0.83776]"),
+        ("toml", 'mjcf = "go2.xml"', 'mjcf = "robot.xml"', "mjcf: cannot read"),
+        ("toml", "action_scale = 0.25", "action_scal = 0.25", "unknown setting 'action_scal'"),
+        ("toml", "[task]", "[task.gait]\nswing_height = -0.06\n[task]", "gait.swing_height must be >= 0"),
+        ("xml", 'class="foot" type="sphere" size="0.022"', 'class="foot" type="box" size="0.022 0.022 0.022"',
+         "geom 'FL_foot' is a box; the simulator's contact takes sphere feet"),
+        ("xml", 'size="0.022" pos="0 0 -0.213"/>', 'size="0.025" pos="0 0 -0.213"/>', "one foot radius"),
+        ("xml", '<joint name="FL_calf_joint" class="knee"/>', '<joint name="FL_calf_joint" type="ball"/>',
+         "body 'FL_calf' must hang from the base's tree by exactly one hinge joint, has ['ball']"),
+        ("xml", '<freejoint name="root"/>', "", "floating base with a single free joint"),
+        ("xml", '<geom name="floor" type="plane" size="0 0 0.05"', '<geom name="floor" type="sphere" size="0.1"', "no ground"),
+        ("xml", "<asset>", '<asset><mesh name="shell" file="shell.stl"/>', "must be self-contained"),
+    ],
+)
+def test_a_bad_spec_is_refused_with_what_is_wrong(user_robot: Path, file, old, new, message):
+    target = user_robot if file == "toml" else user_robot.with_suffix(".xml")
+    _edit(target, old, new)
+    load_robot.cache_clear()
+    with pytest.raises((RobotSpecError, ValueError), match=re.escape(message)) as refused:
+        VelocityTaskConfig.for_robot(str(user_robot))
+    assert str(user_robot) in str(refused.value)  # names the file
+
+
+def test_train_refuses_an_unknown_robot_in_one_line(capsys):
+    assert main(["train", "--robot", "spot", "--out", "/nonexistent/never-written"]) == 2
+    err = capsys.readouterr().err
+    assert "robot 'spot' is neither a bundled robot (anymal_c, go2) nor an existing .toml spec file" in err

@@ -14,7 +14,7 @@ from smoothloco.train.shac import SHACConfig
 
 
 def test_every_condition_is_run_and_judged(tmp_path: Path):
-    result = robustness.evaluate_robustness(FakePlayer(), push_directions=2)
+    result = robustness.evaluate_robustness(FakePlayer(), mass=45.0, push_directions=2)
     assert list(result) == list(robustness.CONDITIONS)
     # The stand-in falls after pushes of 1 m/s or more: every condition pushes at least that hard.
     assert result["nominal"] == {"lin_vel_error": 0.0, "yaw_rate_error": 0.0, "fall_rate": 0.0, "push_survival": 0.0}

@@ -118,7 +118,7 @@ def _inputs(task, state, **override):
         torque=zeros12, action=zeros12, standing=jnp.asarray(0.0),
         last_action=zeros12, base_height=jnp.asarray(0.5), foot_weight=jnp.ones(4), foot_slip=jnp.zeros(4),
         air_time=jnp.zeros(4), touchdown=jnp.zeros(4), foot_height=jnp.zeros(4), swing_target=jnp.zeros(4),
-        tracking_sigma=0.25, base_height_target=0.52,
+        tracking_sigma=0.25, base_height_target=0.52, swing_height=task.config.gait.swing_height,
     )
     return RewardInputs(**{**fields, **override})
 

@@ -14,7 +14,7 @@ from smoothloco.deploy.export import EXPORT_DIR, exported
 from smoothloco.deploy.player import FRAME_RATE, Command, Player, Push
 from smoothloco.deploy.render import Clip, render_video
 from smoothloco.evaluate.transfer import SIMS, Script, rollout_ours
-from smoothloco.robot import anymal_c
+from smoothloco.robot import load_robot
 from smoothloco.train.runs import load_run
 
 TRAINING_VIDEO_SECONDS = 5.0
@@ -102,5 +102,5 @@ def _play_ours(
     dt, steps = run.config.task.control_dt, len(trajectory["time"])
     frames = np.minimum(np.round(np.arange(0.0, seconds, 1.0 / FRAME_RATE) / dt).astype(int), steps - 1)
     captions = [caption(contact, trajectory["time"][i], trajectory["command"][i]) for i in frames]
-    xml = anymal_c().xml
+    xml = load_robot(run.config.task.robot).xml
     return trajectory, Clip(xml, trajectory["qpos"][frames], captions, FRAME_RATE)

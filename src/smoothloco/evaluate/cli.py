@@ -10,8 +10,10 @@ from smoothloco.deploy.export import ExportError, exported
 from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.evaluate import robustness
 from smoothloco.evaluate.scenarios import standard_scenarios
-from smoothloco.evaluate.transfer import SIMS, evaluate_run, write_report
+from smoothloco.evaluate.transfer import SIMS, evaluate_run, robot_mass, write_report
 from smoothloco.train.checkpoint import CheckpointError
+from smoothloco.train.run_folder import CONFIG_NAME
+from smoothloco.train.runs import read_config
 
 
 def add_parser(sub) -> None:
@@ -44,7 +46,8 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
         if args.robustness:
-            summary["robustness"] = robustness.evaluate_robustness(Player(exported(Path(args.run))))
+            robot = read_config(Path(args.run) / CONFIG_NAME).task.robot
+            summary["robustness"] = robustness.evaluate_robustness(Player(exported(Path(args.run))), robot_mass(robot))
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ import numpy as np
 from smoothloco import plotting
 from smoothloco.deploy.player import Imperfections
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
-from smoothloco.evaluate.transfer import TrajectoryPlayer, robot_mass, rollout_player, summarize
+from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
 from smoothloco.tasks.velocity import OBS_LAYOUT, observation_scales
 
 # legged_gym's sensor noise levels (the task's, before scaling), in observation units.
@@ -59,15 +59,17 @@ def condition_scenarios(condition: Condition, push_directions: int = 4) -> tuple
 
 def evaluate_robustness(
     player: TrajectoryPlayer,
+    mass: float,
     conditions: dict[str, Condition] = CONDITIONS,
     push_directions: int = 4,
 ) -> dict[str, dict[str, float]]:
-    """Per condition, the standard metrics of ``player`` (the exported policy in MuJoCo)."""
+    """Per condition, the standard metrics of ``player`` (the exported policy in MuJoCo) for a
+    robot of ``mass`` kg."""
     out = {}
     for name, condition in conditions.items():
         scenarios = condition_scenarios(condition, push_directions)
         trajectories = rollout_player(player, scenarios, condition.imperfections)
-        summary = summarize(scenarios, trajectories, robot_mass())
+        summary = summarize(scenarios, trajectories, mass)
         out[name] = {m: summary[m] for m in METRICS}
     return out
 

@@ -25,11 +25,12 @@ from smoothloco.deploy.player import Command, Imperfections, Player, Push, comma
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
-from smoothloco.robot import anymal_c
+from smoothloco.robot import load_robot
 from smoothloco.sim import CONTACT_MODELS
 from smoothloco.tasks import CommandConfig, VelocityTask
 from smoothloco.tasks.randomization import set_physics
-from smoothloco.train.runs import load_run
+from smoothloco.train.run_folder import CONFIG_NAME
+from smoothloco.train.runs import load_run, read_config
 
 SIMS = ("mujoco", *CONTACT_MODELS)
 Trajectory = dict[str, np.ndarray]
@@ -137,9 +138,9 @@ def rollout_player(
 
 
 # -- summary -----------------------------------------------------------------------------------
-def robot_mass() -> float:
-    """Total mass (kg) of the bundled robot, for the cost of transport."""
-    return float(anymal_c().mj_model().body_mass.sum())
+def robot_mass(robot: str) -> float:
+    """Total mass (kg) of ``robot`` (a bundled name or a spec file), for the cost of transport."""
+    return float(load_robot(robot).mj_model().body_mass.sum())
 
 
 def scenario_row(scenario: Scenario, traj: Trajectory, mass: float) -> dict[str, Any]:
@@ -323,7 +324,8 @@ def evaluate_run(
         trajectories = rollout_player(player_factory(exporter(run_dir)), scenarios)
     else:
         trajectories = rollout_ours(load_run(run_dir), sim, scenarios)
-    return summarize(scenarios, trajectories, robot_mass()), trajectories
+    robot = read_config(run_dir / CONFIG_NAME).task.robot
+    return summarize(scenarios, trajectories, robot_mass(robot)), trajectories
 
 
 def write_report(

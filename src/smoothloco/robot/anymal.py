@@ -9,12 +9,10 @@ All joint axes are the same in the base frame: HAA = +x, HFE = +y, KFE = +y.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
-import mujoco
-import numpy as np
+from smoothloco.robot.spec import RobotSpec, make_spec
 
 LEGS = ("LF", "RF", "LH", "RH")
 JOINTS_PER_LEG = ("HAA", "HFE", "KFE")
@@ -44,36 +42,6 @@ THIGH = Link(3.071, (0.03025, 0.02989, 0.00418), (0.360 - 0.3598, 0.219 - 0.1878
 SHANK = Link(0.58842, (0.01016, 0.00924, 0.00112), (0.421 - 0.3598, 0.294 - 0.2881, -0.366 + 0.285))
 
 HAA_RANGE_OUT, HAA_RANGE_IN = 0.49, 0.72
-
-
-@dataclass(frozen=True)
-class RobotSpec:
-    """Everything above the physics that a task or a deployment needs to know."""
-
-    xml: str
-    joint_names: tuple[str, ...]
-    foot_geoms: tuple[str, ...]
-    foot_bodies: tuple[str, ...]
-    knee_bodies: tuple[str, ...]
-    foot_radius: float
-    default_pose: np.ndarray = field(repr=False)
-    base_height: float
-    kp: float = 80.0
-    kd: float = 2.0
-    torque_limit: float = 80.0
-    joint_lower: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
-    joint_upper: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
-
-    @property
-    def model_hash(self) -> str:
-        return hashlib.sha256(self.xml.encode()).hexdigest()[:16]
-
-    def mj_model(self) -> mujoco.MjModel:
-        return mujoco.MjModel.from_xml_string(self.xml)
-
-    def init_qpos(self) -> np.ndarray:
-        """Standing configuration: base a little above the nominal stance height."""
-        return np.concatenate([[0.0, 0.0, self.base_height + 0.01, 1.0, 0.0, 0.0, 0.0], self.default_pose])
 
 
 def _signed(v: tuple[float, float, float], sx: int, sy: int) -> str:
@@ -163,35 +131,20 @@ def build_xml() -> str:
 
 @lru_cache(maxsize=1)
 def anymal_c() -> RobotSpec:
-    """The bundled robot with the legged_gym standing pose and PD gains (kp 80, kd 2, 80 N·m)."""
-    joint_names = tuple(f"{leg}_{j}" for leg in LEGS for j in JOINTS_PER_LEG)
+    """The bundled robot with the legged_gym standing pose and PD gains (kp 80, kd 2, 80 N·m).
+    The task's defaults are this robot's, so it has no ``task_defaults`` of its own."""
     pose = []
     for leg in LEGS:
         sx, _ = LEG_SIGNS[leg]
         pose += [0.0, 0.4 * sx, -0.8 * sx]  # knees point inward ("X" stance)
-    xml = build_xml()
-    model = mujoco.MjModel.from_xml_string(xml)
-    lower = np.array([model.jnt_range[model.joint(n).id][0] if model.jnt_limited[model.joint(n).id] else -np.inf for n in joint_names])
-    upper = np.array([model.jnt_range[model.joint(n).id][1] if model.jnt_limited[model.joint(n).id] else np.inf for n in joint_names])
-    spec = RobotSpec(
-        xml=xml,
-        joint_names=joint_names,
-        foot_geoms=tuple(f"{leg}_FOOT" for leg in LEGS),
-        foot_bodies=tuple(f"{leg}_SHANK" for leg in LEGS),
-        knee_bodies=tuple(f"{leg}_SHANK" for leg in LEGS),
-        foot_radius=FOOT_RADIUS,
-        default_pose=np.asarray(pose),
-        base_height=0.0,
-        joint_lower=lower,
-        joint_upper=upper,
+    return make_spec(
+        build_xml(),
+        joint_names=[f"{leg}_{j}" for leg in LEGS for j in JOINTS_PER_LEG],
+        foot_geoms=[f"{leg}_FOOT" for leg in LEGS],
+        knee_bodies=[f"{leg}_SHANK" for leg in LEGS],
+        default_pose=pose,
+        kp=80.0,
+        kd=2.0,
+        torque_limit=80.0,
+        name="anymal_c",
     )
-    return _with_stance_height(spec, model)
-
-
-def _with_stance_height(spec: RobotSpec, model: mujoco.MjModel) -> RobotSpec:
-    """Base height at which the lowest foot touches flat ground at the default pose."""
-    data = mujoco.MjData(model)
-    data.qpos[:] = np.concatenate([[0, 0, 0, 1, 0, 0, 0], spec.default_pose])
-    mujoco.mj_kinematics(model, data)
-    lowest = min(data.geom_xpos[model.geom(g).id][2] for g in spec.foot_geoms)
-    return replace(spec, base_height=float(spec.foot_radius - lowest))

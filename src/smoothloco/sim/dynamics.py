@@ -19,6 +19,7 @@ import mujoco
 import numpy as np
 from flax import struct
 
+from smoothloco.robot.spec import FREE_BODY, check_tree
 from smoothloco.sim.rotation import quat_to_mat, skew
 
 
@@ -61,27 +62,20 @@ def _body_points(xpos: jax.Array, xmat: jax.Array, bodies: np.ndarray, local: ja
     return xpos[bodies] + jnp.einsum("bij,bj->bi", xmat[bodies], local)
 
 
-FREE_BODY = 1
 N_FREE_DOF = 6
 
 
 def rigid_tree(model: mujoco.MjModel) -> RigidTree:
-    """The tree of ``model``; raises ``ValueError`` unless body 1 is a free-floating base and
-    every other body hangs from it by exactly one hinge."""
+    """The tree of ``model``; raises ``RobotSpecError`` (a ``ValueError``) unless body 1 is a
+    free-floating base and every other body hangs from it by exactly one hinge."""
+    check_tree(model)
     jnt_types = [int(t) for t in model.jnt_type]
-    free = model.nbody > 1 and model.body_jntnum[FREE_BODY] == 1
-    if not (free and jnt_types[model.body_jntadr[FREE_BODY]] == mujoco.mjtJoint.mjJNT_FREE):
-        raise ValueError("expected body 1 to be the floating base with a single free joint")
     hinge_axis = np.zeros((model.nbody, 3))
     hinge_pos = np.zeros((model.nbody, 3))
     hinge_qpos = [-1] * model.nbody
     depth = [0] * model.nbody
     for body in range(FREE_BODY + 1, model.nbody):
         joint = model.body_jntadr[body]
-        hinge = model.body_jntnum[body] == 1 and jnt_types[joint] == mujoco.mjtJoint.mjJNT_HINGE
-        if not hinge or model.body_parentid[body] == 0:
-            name = model.body(body).name
-            raise ValueError(f"body {name!r} must hang from the base's tree by exactly one hinge joint")
         hinge_axis[body], hinge_pos[body] = model.jnt_axis[joint], model.jnt_pos[joint]
         hinge_qpos[body] = int(model.jnt_qposadr[joint])
         depth[body] = depth[model.body_parentid[body]] + 1

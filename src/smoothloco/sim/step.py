@@ -106,11 +106,11 @@ def make_sim(
     return Sim(
         tree=rigid_tree(model),
         foot_offset=jnp.asarray(model.geom_pos[foot_ids], jnp.float32),
-        friction=jnp.asarray(float(friction)),  # default float dtype: float32, or float64 under x64
-        kp=jnp.full(n, float(robot.kp)),
-        kd=jnp.full(n, float(robot.kd)),
+        friction=jnp.asarray(float(friction)),  # default float dtype (float32, or float64 under x64), as the gains
+        kp=jnp.asarray(robot.kp),
+        kd=jnp.asarray(robot.kd),
         motor_strength=jnp.ones(n),
-        torque_limit=jnp.full(n, float(robot.torque_limit)),
+        torque_limit=jnp.asarray(robot.torque_limit),
         dt=float(dt),
         contact=contact,
         foot_body_ids=tuple(int(model.geom_bodyid[g]) for g in foot_ids),

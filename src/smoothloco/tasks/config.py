@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 
+from smoothloco.robot import DEFAULT_ROBOT, check_robot_name, load_robot
 from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
 from smoothloco.validation import require_finite
 
@@ -132,8 +134,10 @@ class GaitConfig:
 
 @dataclass(frozen=True)
 class VelocityTaskConfig:
-    """Velocity tracking on flat ground for the bundled quadruped."""
+    """Velocity tracking on flat ground. The defaults are for the default robot; another robot's
+    spec changes those that scale with it (``for_robot``)."""
 
+    robot: str = DEFAULT_ROBOT  # a bundled robot's name or the path of a robot spec file
     contact: str = "smooth"
     sharpness: float = DEFAULT_SHARPNESS  # 1/m, smooth contact; the trainer may schedule it at run time
     # s; the largest tested step whose hard-contact gaits stay within 2.5 cm / 0.05 rad RMS of a
@@ -161,6 +165,7 @@ class VelocityTaskConfig:
 
     def __post_init__(self) -> None:
         require_finite("task", self)
+        check_robot_name(self.robot)
         if self.contact not in CONTACT_MODELS:
             raise ValueError(f"unknown contact model {self.contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
         if not self.sharpness > 0:
@@ -177,6 +182,12 @@ class VelocityTaskConfig:
         for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg", "soft_stiffness", "soft_damping"):
             if getattr(self, name) < 0 or (name != "obs_noise" and getattr(self, name) == 0):
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+    @classmethod
+    def for_robot(cls, robot: str) -> VelocityTaskConfig:
+        """The task's defaults with the ``[task]`` settings of ``robot``'s spec applied."""
+        spec = load_robot(robot)
+        return with_settings(cls(robot=robot), spec.task_defaults, f"robot {robot!r} [task]")
 
     @property
     def substeps(self) -> int:
@@ -200,3 +211,27 @@ class VelocityTaskConfig:
             value = getattr(self, f.name)
             out[f.name] = {g.name: getattr(value, g.name) for g in fields(value)} if hasattr(value, "__dataclass_fields__") else value
         return out
+
+
+def with_settings(config, settings: Mapping, where: str):
+    """``config`` (a config dataclass) with the nested ``settings`` table applied, as a robot
+    spec's ``[task]`` writes them; an unknown name or a bad value is a ``ValueError`` naming ``where``."""
+    known = {f.name for f in fields(config)}
+    changes = {}
+    for key, value in settings.items():
+        if key not in known or key == "robot":
+            accepted = ", ".join(sorted(known - {"robot"}))
+            raise ValueError(f"{where}: unknown setting {key!r}; accepted: {accepted}")
+        current = getattr(config, key)
+        if is_dataclass(current):
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{where}: {key} must be a table of settings, got {value!r}")
+            changes[key] = with_settings(current, value, f"{where}.{key}")
+        elif isinstance(current, dict):
+            changes[key] = {**current, **value}
+        else:
+            changes[key] = tuple(value) if isinstance(current, tuple) else value
+    try:
+        return replace(config, **changes)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from exc

@@ -11,9 +11,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from smoothloco.robot import RobotSpec
+from smoothloco.robot.spec import JOINTS_PER_LEG
 
-# Diagonal pairs swing in turn: LF with RH, then RF with LH.
-FIRST_DIAGONAL = ("LF", "RH")
+HIP, KNEE = 1, 2  # a leg's joints, base to foot: abduction, hip, knee (``RobotSpec``'s order)
+
+
+def first_diagonal(robot: RobotSpec) -> np.ndarray:
+    """(n_feet,) bool: the feet of the pair that swings first, front-left with hind-right, read
+    from where the feet stand (front/hind and left/right in the base frame), not from names."""
+    feet = robot.foot_positions()
+    return np.sign(feet[:, 0]) * np.sign(feet[:, 1]) > 0
 
 
 def swing_offsets(robot: RobotSpec, hip_amplitude: float) -> np.ndarray:
@@ -23,21 +30,18 @@ def swing_offsets(robot: RobotSpec, hip_amplitude: float) -> np.ndarray:
     direction of its standing bend, which lifts the foot roughly straight up under the hip
     (thigh and shank are about equally long)."""
     offsets = np.zeros((2, len(robot.joint_names)))
-    for i, name in enumerate(robot.joint_names):
-        leg, joint = name.split("_")
-        bend = np.sign(robot.default_pose[i])
-        pair = 0 if leg in FIRST_DIAGONAL else 1
-        if joint == "HFE":
-            offsets[pair, i] = bend * hip_amplitude
-        elif joint == "KFE":
-            offsets[pair, i] = bend * 2.0 * hip_amplitude
+    for leg, first in enumerate(first_diagonal(robot)):
+        pair = 0 if first else 1
+        for joint, scale in ((HIP, 1.0), (KNEE, 2.0)):
+            i = leg * JOINTS_PER_LEG + joint
+            offsets[pair, i] = np.sign(robot.default_pose[i]) * scale * hip_amplitude
     return offsets
 
 
 def leg_phase_shifts(robot: RobotSpec) -> np.ndarray:
     """(n_feet,) phase shift of each foot's swing, in cycles: 0 for the first diagonal pair,
     0.5 for the second, so each pair swings while the other stands (a trot)."""
-    return np.array([0.0 if leg.split("_")[0] in FIRST_DIAGONAL else 0.5 for leg in robot.foot_geoms])
+    return np.where(first_diagonal(robot), 0.0, 0.5)
 
 
 def swing_profile(phase: jax.Array, shifts: jax.Array) -> jax.Array:

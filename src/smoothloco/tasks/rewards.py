@@ -35,6 +35,7 @@ class RewardInputs:
     standing: jax.Array  # () 1 when the command asks the robot to stand still
     tracking_sigma: float = struct.field(pytree_node=False)
     base_height_target: float = struct.field(pytree_node=False)
+    swing_height: float = struct.field(pytree_node=False)  # m, peak of the swing target
 
 
 def alive(x: RewardInputs) -> jax.Array:
@@ -102,7 +103,7 @@ def feet_swing_height(x: RewardInputs) -> jax.Array:
     sinks is the contact model's business (~3 cm at s = 300 1/m in smooth contact)."""
     swinging = x.swing_target > 0
     miss = jnp.where(swinging, x.foot_height - x.swing_target, jax.nn.relu(x.foot_height))
-    return jnp.exp(-jnp.sum(miss**2) / SWING_SIGMA)
+    return jnp.exp(-jnp.sum(miss**2) / (SWING_SIGMA * max(x.swing_height, MIN_SWING_HEIGHT) ** 2))
 
 
 def stand_still(x: RewardInputs) -> jax.Array:
@@ -111,9 +112,11 @@ def stand_still(x: RewardInputs) -> jax.Array:
     return x.standing * jnp.sum(jnp.abs(x.joint_pos - x.joint_default))
 
 
-# m^2; the kernel width. Not stepping at all (0.08 m swings, feet sunk 3 cm) scores about 0.5,
-# where the kernel's slope is still large.
-SWING_SIGMA = 0.02
+# The kernel width in squared swing heights, so the term reads the same on a small robot as on
+# a large one: 0.02 m^2 for 0.08 m swings. Not stepping at all (0.08 m swings, feet sunk 3 cm)
+# scores about 0.5, where the kernel's slope is still large.
+SWING_SIGMA = 3.125
+MIN_SWING_HEIGHT = 0.01  # m; without a swing target (height 0) the kernel holds the feet down at this width
 
 
 REWARD_TERMS: dict[str, Callable[[RewardInputs], jax.Array]] = {

@@ -1,4 +1,4 @@
-"""Velocity tracking for the bundled quadruped, as a Brax ``Env``.
+"""Velocity tracking for a quadruped (``VelocityTaskConfig.robot``), as a Brax ``Env``.
 
 ``reset``/``step`` are pure functions of a ``brax.envs.base.State`` whose ``pipeline_state`` is
 our ``SimState``, so Brax's wrappers and agents run on it unchanged, and ``jax.grad`` goes
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from brax.envs.base import Env, State
 
-from smoothloco.robot import RobotSpec, anymal_c
+from smoothloco.robot import load_robot
 from smoothloco.sim import ContactConfig, Sim, SimState, StepInfo, make_sim
 from smoothloco.sim import step as sim_step
 from smoothloco.sim.rotation import rotate_inverse
@@ -47,9 +47,9 @@ def observation_scales() -> np.ndarray:
 class VelocityTask(Env):
     """Follow a commanded forward, lateral and yaw velocity; pushed and randomized."""
 
-    def __init__(self, config: VelocityTaskConfig | None = None, robot: RobotSpec | None = None):
+    def __init__(self, config: VelocityTaskConfig | None = None):
         self.config = config or VelocityTaskConfig()
-        self.robot = robot or anymal_c()
+        self.robot = load_robot(self.config.robot)
         contact = ContactConfig(
             self.config.contact, soft_stiffness=self.config.soft_stiffness, soft_damping=self.config.soft_damping
         )
@@ -242,6 +242,7 @@ class VelocityTask(Env):
             standing=standing(info["command"]).astype(jnp.float32),
             tracking_sigma=self.config.tracking_sigma,
             base_height_target=self.config.base_height_target,
+            swing_height=self.config.gait.swing_height,
         )
         return inputs, jnp.where(in_contact, 0.0, air_time)
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from smoothloco.argtypes import config_value, describe, metavar
 from smoothloco.deploy.play import deploy_after_training
+from smoothloco.robot import BUNDLED_ROBOTS, DEFAULT_ROBOT
+from smoothloco.robot.loading import is_spec_path
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.ppo import PPOConfig
@@ -38,6 +40,8 @@ _EPISODE = "control steps before an episode is cut off (bootstrapped, not a fall
 # Help of each flag. A field without an entry gets one made from its name and type
 # (``flag_help``); the reward weights all get theirs that way.
 HELP = {
+    "task.robot": "robot: a bundled one (anymal_c, go2) or the path of a robot spec file (docs/own-robot.md); "
+    "the task settings its spec states replace the defaults below",
     "task.contact": "contact model of the training simulator: hard, smooth or soft",
     "task.sharpness": "smooth contact: sigmoid sharpness s in 1/m (contact weight 1/(1+exp(s*gap)))",
     "task.sim_dt": "simulation step in seconds",
@@ -185,6 +189,12 @@ def add_parser(sub) -> None:
     )
     parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
     parser.add_argument(
+        "--robot",
+        dest="task.robot",
+        metavar="NAME_OR_PATH",
+        help=f"same as --task.robot: {', '.join(BUNDLED_ROBOTS)} (default {DEFAULT_ROBOT}) or a robot spec .toml",
+    )
+    parser.add_argument(
         "--algo",
         type=_algorithm,
         default=None,  # None: not given (shac), so that --resume can refuse it
@@ -239,14 +249,23 @@ def config_file_of(path: str | Path) -> Path:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The defaults, or ``--config``'s settings, with the flags given applied."""
-    base = TrainConfig()
+    """The defaults (the robot's, with ``--robot``), or ``--config``'s settings, with the flags
+    given applied. A robot spec file is recorded by its absolute path."""
+    given = _given_flags(args)
+    robot = given.get("task.robot", DEFAULT_ROBOT)
+    if is_spec_path(robot) and Path(robot).suffix == ".toml":
+        robot = given["task.robot"] = str(Path(robot).resolve())
+    base = TrainConfig(task=VelocityTaskConfig.for_robot(robot))
     if getattr(args, "config", None):
+        if "task.robot" in given:
+            raise ValueError(
+                f"--robot with --config {args.config}: the saved settings are for the robot they name (task.robot); "
+                "to train another robot, start from its defaults without --config"
+            )
         try:
             base = read_config(config_file_of(args.config))
         except ValueError as exc:
             raise ValueError(f"--config {args.config}: {exc}") from exc
-    given = _given_flags(args)
     sections = {prefix: _with_flags(prefix, getattr(base, prefix), given) for prefix, _ in SECTIONS}
     return dataclasses.replace(base, algo=given.get("algo", base.algo), **sections)
 

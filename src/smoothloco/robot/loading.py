@@ -1,0 +1,119 @@
+"""``load_robot(NAME_OR_PATH)``: a bundled robot by name, or a user's from a TOML spec file.
+
+The spec file names its MJCF (relative to the spec file) and states what the model does not::
+
+    mjcf = "my_robot.xml"
+    joints = ["FL_hip", "FL_thigh", "FL_calf", ...]   # 3 per leg, base to foot; legs in the order of feet
+    feet = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]  # sphere geoms
+    knees = ["FL_calf", ...]                           # bodies: one lower than task.min_knee_height ends an episode
+    default_pose = [0.1, 0.8, -1.5, ...]               # rad, in the order of joints
+    kp = 20.0                                          # N·m/rad, one number or one per joint
+    kd = 0.5                                           # N·m·s/rad
+    torque_limit = [23.7, 23.7, 45.4, ...]             # N·m
+
+    [task]                                             # task settings that scale with the robot
+    base_height_target = 0.30
+    [task.gait]
+    swing_height = 0.06
+
+``docs/own-robot.md`` walks through writing one; ``src/smoothloco/robot/assets/go2.toml`` is one.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from smoothloco.robot.anymal import anymal_c
+from smoothloco.robot.spec import RobotSpec, RobotSpecError, make_spec
+
+ASSETS = Path(__file__).parent / "assets"
+BUNDLED_ROBOTS = {"anymal_c": anymal_c, "go2": lambda: load_spec_file(ASSETS / "go2.toml")}
+DEFAULT_ROBOT = "anymal_c"
+SPEC_KEYS = {
+    "mjcf": str,
+    "joints": list,
+    "feet": list,
+    "knees": list,
+    "default_pose": list,
+    "kp": (int, float, list),
+    "kd": (int, float, list),
+    "torque_limit": (int, float, list),
+    "task": dict,
+}
+OPTIONAL_KEYS = {"task"}
+
+
+def is_spec_path(name_or_path: str) -> bool:
+    """Whether ``name_or_path`` names a spec file rather than a bundled robot."""
+    return name_or_path not in BUNDLED_ROBOTS
+
+
+def check_robot_name(name_or_path: str) -> None:
+    """Cheap check of a robot setting before anything loads: a bundled name or an existing
+    ``.toml`` file; ``RobotSpecError`` otherwise."""
+    if not is_spec_path(name_or_path):
+        return
+    path = Path(name_or_path)
+    if path.suffix != ".toml" or not path.is_file():
+        raise RobotSpecError(
+            f"robot {name_or_path!r} is neither a bundled robot ({', '.join(BUNDLED_ROBOTS)}) nor an existing .toml "
+            "spec file (docs/own-robot.md)"
+        )
+
+
+@lru_cache(maxsize=8)
+def load_robot(name_or_path: str = DEFAULT_ROBOT) -> RobotSpec:
+    """The bundled robot ``name_or_path``, or the one its TOML spec file describes."""
+    check_robot_name(name_or_path)
+    if not is_spec_path(name_or_path):
+        return BUNDLED_ROBOTS[name_or_path]()
+    return load_spec_file(Path(name_or_path))
+
+
+def load_spec_file(path: Path) -> RobotSpec:
+    """The robot described by the TOML file at ``path``; errors name the file."""
+    try:
+        table = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RobotSpecError(f"{path}: cannot read the robot spec: {exc}") from exc
+    try:
+        _check_keys(table)
+        mjcf = path.parent / table["mjcf"]
+        try:
+            xml = mjcf.read_text()
+        except OSError as exc:
+            raise RobotSpecError(f"mjcf: cannot read {mjcf}: {exc.strerror or exc}") from exc
+        return make_spec(
+            xml,
+            joint_names=table["joints"],
+            foot_geoms=table["feet"],
+            knee_bodies=table["knees"],
+            default_pose=table["default_pose"],
+            kp=table["kp"],
+            kd=table["kd"],
+            torque_limit=table["torque_limit"],
+            name=path.stem,
+            task_defaults=table.get("task", {}),
+        )
+    except RobotSpecError as exc:
+        raise RobotSpecError(f"{path}: {exc}") from exc
+
+
+def _check_keys(table: dict) -> None:
+    unknown = sorted(set(table) - set(SPEC_KEYS))
+    if unknown:
+        raise RobotSpecError(f"unknown keys {unknown}; accepted: {', '.join(SPEC_KEYS)}")
+    missing = [k for k in SPEC_KEYS if k not in table and k not in OPTIONAL_KEYS]
+    if missing:
+        raise RobotSpecError(f"missing keys {missing}")
+    for key, kind in SPEC_KEYS.items():
+        if key in table and not isinstance(table[key], kind):
+            raise RobotSpecError(f"{key}: expected {_kind_name(kind)}, got {table[key]!r}")
+
+
+def _kind_name(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {str: "a string", list: "a list", dict: "a table", int: "a number", float: "a number"}
+    return " or ".join(dict.fromkeys(names[k] for k in kinds))
