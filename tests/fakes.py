@@ -36,7 +36,6 @@ def sled(height: float = 0.5, foot_radius: float = 0.02) -> RobotSpec:
         xml=xml,
         joint_names=(),
         foot_geoms=tuple(f"foot{i}" for i in range(4)),
-        foot_bodies=("sled",) * 4,
         knee_bodies=(),
         foot_radius=foot_radius,
         default_pose=np.zeros(0),

@@ -1,8 +1,10 @@
 """Robots: the bundled ones match their public numbers and stand, and a user's spec file is
 loaded or refused with an error that says what is wrong."""
 
+import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import mujoco
@@ -12,6 +14,7 @@ import pytest
 from smoothloco.cli import main
 from smoothloco.robot import BUNDLED_ROBOTS, RobotSpecError, anymal_c, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
+from smoothloco.sim.check import check_robot
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.tasks.gait import leg_phase_shifts
 
@@ -66,7 +69,7 @@ def test_stands_in_mujoco_under_pd(name, height):
 
 def test_robot_task_settings_replace_the_defaults():
     go2, default = VelocityTaskConfig.for_robot("go2"), VelocityTaskConfig()
-    assert go2.robot == "go2" and go2.action_scale == 0.25 and go2.base_height_target == 0.27
+    assert go2.robot == "go2" and go2.min_base_height == 0.15 and go2.base_height_target == 0.27
     assert go2.randomization.added_base_mass == (-1.0, 2.0)
     assert go2.randomization.friction == default.randomization.friction  # not in the spec: the default
     assert VelocityTaskConfig.for_robot("anymal_c") == default
@@ -90,7 +93,7 @@ def _edit(path: Path, old: str, new: str, count: int = 1) -> None:
 def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
     mine, bundled = load_spec_file(user_robot), load_robot("go2")
     assert mine.model_hash == bundled.model_hash and mine.joint_names == bundled.joint_names
-    assert VelocityTaskConfig.for_robot(str(user_robot)).action_scale == 0.25
+    assert VelocityTaskConfig.for_robot(str(user_robot)).base_height_target == 0.27
 
 
 @pytest.mark.parametrize(
@@ -107,7 +110,7 @@ def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
         ("toml", 'knees = ["FL_calf"', 'knees = ["FL_knee"', "knees: no body named 'FL_knee'"),
         ("toml", "0.1, 0.8, -1.5,", "0.1, 0.8, -0.5,", "FL_calf_joint = -0.5 not in [-2.7227, -0.83776]"),
         ("toml", 'mjcf = "go2.xml"', 'mjcf = "robot.xml"', "mjcf: cannot read"),
-        ("toml", "action_scale = 0.25", "action_scal = 0.25", "unknown setting 'action_scal'"),
+        ("toml", "min_base_height = 0.15", "min_base_hight = 0.15", "unknown setting 'min_base_hight'"),
         ("toml", "[task]", "[task.gait]\nswing_height = -0.06\n[task]", "gait.swing_height must be >= 0"),
         ("xml", 'class="foot" type="sphere" size="0.022"', 'class="foot" type="box" size="0.022 0.022 0.022"',
          "geom 'FL_foot' is a box; the simulator's contact takes sphere feet"),
@@ -132,3 +135,19 @@ def test_train_refuses_an_unknown_robot_in_one_line(capsys):
     assert main(["train", "--robot", "spot", "--out", "/nonexistent/never-written"]) == 2
     err = capsys.readouterr().err
     assert "robot 'spot' is neither a bundled robot (anymal_c, go2) nor an existing .toml spec file" in err
+
+
+def test_robot_check_passes_go2_and_measures_its_standing_height(tmp_path: Path, capsys):
+    assert main(["robot", "go2", "--json", str(tmp_path / "check.json")]) == 0
+    report = json.loads((tmp_path / "check.json").read_text())
+    assert max(report["dynamics_relative_error"].values()) < 1e-4
+    assert abs(report["standing"]["mujoco"]["height"] - report["standing"]["hard"]["height"]) < 0.02
+    # the spec's standing-height target is the measured one
+    assert abs(report["suggested_base_height_target_m"] - VelocityTaskConfig.for_robot("go2").base_height_target) < 0.01
+    assert "ok: ready to train" in capsys.readouterr().out
+
+
+def test_robot_check_fails_a_robot_too_weak_to_stand():
+    weak = replace(load_robot("go2"), kp=2.0, kd=0.1)  # 2 N·m/rad cannot hold 15 kg up
+    report = check_robot(weak)
+    assert any("does not stand" in p for p in report["problems"])

@@ -8,7 +8,7 @@ import pytest
 from fakes import sled
 
 from smoothloco.bench import pd_servo_model
-from smoothloco.robot import anymal_c
+from smoothloco.robot import BUNDLED_ROBOTS, anymal_c, load_robot
 from smoothloco.sim import SimState, initial_state, make_sim, rollout
 from smoothloco.sim.dynamics import dynamics
 from smoothloco.sim.step import pd_torque
@@ -29,9 +29,10 @@ def _tumbling_state(robot):
     return q, v
 
 
-def test_free_dynamics_acceleration_equals_mujoco():
+@pytest.mark.parametrize("robot_name", list(BUNDLED_ROBOTS))
+def test_free_dynamics_acceleration_equals_mujoco(robot_name):
     """Mass matrix, bias and PD torque at a random state give MuJoCo's qacc."""
-    robot = anymal_c()
+    robot = load_robot(robot_name)
     sim = make_sim(robot, "hard")
     q, v = _tumbling_state(robot)
     q[7:] += np.random.default_rng(2).normal(0, 0.3, 12)
@@ -52,11 +53,12 @@ def test_free_dynamics_acceleration_equals_mujoco():
     np.testing.assert_allclose(qacc, data.qacc, rtol=2e-3, atol=2e-3 * np.abs(data.qacc).max())
 
 
-def test_free_tumbling_follows_mujoco():
+@pytest.mark.parametrize("robot_name", list(BUNDLED_ROBOTS))
+def test_free_tumbling_follows_mujoco(robot_name):
     """0.5 s of tumbling without contact. MuJoCo runs RK4 at 1 ms as the reference solution; we
     step at 1 ms in float32. Both approximate the same ODE, and our first-order midpoint scheme
     differs from it by O(h): ~1e-3 over 0.5 s, so the tolerance is 1 cm / 0.02 rad."""
-    robot = anymal_c()
+    robot = load_robot(robot_name)
     dt, steps = 0.001, 500
     q, v = _tumbling_state(robot)
     sim = make_sim(robot, "hard", dt=dt)

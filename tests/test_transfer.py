@@ -10,9 +10,10 @@ import pytest
 from fakes import FakePlayer, write_untrained_run
 from smoothloco.deploy.player import command_schedule
 from smoothloco.evaluate import metrics
-from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
+from smoothloco.evaluate.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.evaluate.transfer import evaluate_run, rollout_ours, write_report
-from smoothloco.train.runs import load_run
+from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
 TRAJECTORY_KEYS = {
@@ -35,7 +36,15 @@ def test_standard_scenarios_cover_commands_pushes_and_mismatch():
         Scenario("x", "dance", ((1.0, 1.0, 0.0, 0.0),), 2.0)
 
 
+def test_mismatches_are_the_corners_of_the_robots_training_ranges():
+    go2 = VelocityTaskConfig.for_robot("go2")
+    corners = training_mismatches(go2.randomization)
+    assert (0.8, -1.0) in corners and (0.8, 2.0) in corners and (0.5, 2.0) in corners  # Go2 trains with -1..2 kg
+    assert [s.added_base_mass for s in run_scenarios(go2) if s.kind == "mismatch"] == [m for _, m in corners]
+
+
 def test_mujoco_evaluation_goes_through_the_player_and_reports(tmp_path: Path):
+    (tmp_path / "config.json").write_text(json.dumps(TrainConfig().to_dict()))  # the default robot's run
     player = FakePlayer()
     exported = []
     scenarios = standard_scenarios()

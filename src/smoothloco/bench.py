@@ -83,13 +83,19 @@ def perturbed_states(robot: RobotSpec, batch: int, seed: int = 0) -> SimState:
 
 def pd_servo_model(robot: RobotSpec) -> mujoco.MjModel:
     """The robot with its motors turned into MuJoCo PD servos (kp, kd, torque limit) so
-    MuJoCo's own rollout applies the same control law as our simulator."""
+    MuJoCo's own rollout applies the same control law as our simulator. The model's motors
+    must drive the robot's joints in the robot's joint order (true of the bundled robots)."""
     model = robot.mj_model()
+    driven = [model.joint(j).name for j in model.actuator_trnid[:, 0]]
+    if driven != list(robot.joint_names):
+        raise ValueError(f"the model's motors drive {driven}, not the robot's joints {list(robot.joint_names)} in order")
     model.actuator_gainprm[:, 0] = robot.kp
     model.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_AFFINE
-    model.actuator_biasprm[:, :3] = [0.0, -robot.kp, -robot.kd]
+    model.actuator_biasprm[:, 0] = 0.0
+    model.actuator_biasprm[:, 1] = -robot.kp
+    model.actuator_biasprm[:, 2] = -robot.kd
     model.actuator_forcelimited[:] = 1
-    model.actuator_forcerange[:] = [-robot.torque_limit, robot.torque_limit]
+    model.actuator_forcerange[:] = np.stack([-robot.torque_limit, robot.torque_limit], axis=1)
     model.actuator_ctrlrange[:] = [-10.0, 10.0]
     return model
 

@@ -1,4 +1,4 @@
-"""Command line: ``smoothloco train / compare / export / play / eval / study / bench``.
+"""Command line: ``smoothloco train / compare / export / play / eval / study / bench / robot``.
 
 The commands' modules import JAX, but none of them starts a JAX backend when imported
 (tests/test_layers.py checks it), so ``main`` can still ask XLA for one host device per core
@@ -19,6 +19,8 @@ from smoothloco.evaluate import cli as eval_cli
 from smoothloco.evaluate import study
 from smoothloco.parallel import request_host_devices
 from smoothloco.quiet import quiet_cache_loads
+from smoothloco.robot import BUNDLED_ROBOTS, RobotSpecError, load_robot
+from smoothloco.sim import check
 from smoothloco.train import cli as train_cli
 from smoothloco.train import compare
 
@@ -56,6 +58,33 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _robot(args: argparse.Namespace) -> int:
+    try:
+        robot = load_robot(args.robot)
+    except RobotSpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = check.check_robot(robot)
+    print(f"{report['robot']}: {report['mass_kg']:.2f} kg, feet {report['feet']} (radius {report['foot_radius_m']} m)")
+    print(f"stance height (feet touching, default pose): {report['stance_height_m']:.3f} m")
+    errors = ", ".join(f"{k} {v:.1e}" for k, v in report["dynamics_relative_error"].items())
+    print(f"dynamics against MuJoCo (largest relative error): {errors}")
+    print(f"standing under PD for {check.STANDING_SECONDS:g} s:")
+    print("| simulator | height (m) | drift (m) | speed, last 1 s | upright |")
+    print("|---|---:|---:|---:|---:|")
+    for where, s in report["standing"].items():
+        print(f"| {where} | {s['height']:.3f} | {s['drift']:.3f} | {s['speed']:.3f} | {s['upright']:.4f} |")
+    print(f"suggested task.base_height_target: {report['suggested_base_height_target_m']} m (MuJoCo's standing height)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    for note in report["notes"]:
+        print(f"note: {note}")
+    for problem in report["problems"]:
+        print(f"problem: {problem}")
+    print("ok: ready to train" if not report["problems"] else f"{len(report['problems'])} problem(s)")
+    return 0 if not report["problems"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="smoothloco",
@@ -78,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench_parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     bench_parser.set_defaults(func=_bench)
+
+    robot_parser = sub.add_parser(
+        "robot",
+        allow_abbrev=False,
+        help="check a robot before training it: its spec, dynamics against MuJoCo, standing under PD",
+        description="Load a robot (bundled name or spec .toml, docs/own-robot.md), compare our dynamics with MuJoCo "
+        "(C) at random states, and stand it under PD in MuJoCo and in our simulator. Exit status 0 when every check "
+        "passes, 1 when one fails, 2 when the spec cannot be loaded.",
+    )
+    robot_parser.add_argument("robot", metavar="NAME_OR_PATH", help=f"{', '.join(BUNDLED_ROBOTS)} or a spec .toml")
+    robot_parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    robot_parser.set_defaults(func=_robot)
 
     train_cli.add_parser(sub)
     compare.add_parser(sub)

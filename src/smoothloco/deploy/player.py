@@ -53,6 +53,16 @@ SOLREF_STEPS = 2.0  # contact time constant in simulation steps
 SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 IMPRATIO = 100.0
 
+
+
+def stiff_contact(model: mujoco.MjModel, sim_dt: float) -> None:
+    """Give ``model`` the player's step and stiff contact (the module docstring says why)."""
+    model.opt.timestep = sim_dt
+    model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    model.opt.impratio = IMPRATIO
+    model.geom_solref[:] = (SOLREF_STEPS * sim_dt, 1.0)
+    model.geom_solimp[:] = SOLIMP
+
 # policy.json, field by field: a nested dict is a section, a type is a leaf. Anything else in
 # the file is an error, so a typo or a newer contract is refused instead of ignored.
 Schema = dict[str, Any]
@@ -278,12 +288,7 @@ class Player:
             raise PolicyContractError(
                 f"timing: control_dt {self.control_dt} is not a whole number of sim_dt {self.sim_dt}"
             )
-        model = self._model
-        model.opt.timestep = self.sim_dt
-        model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-        model.opt.impratio = IMPRATIO
-        model.geom_solref[:] = (SOLREF_STEPS * self.sim_dt, 1.0)
-        model.geom_solimp[:] = SOLIMP
+        stiff_contact(self._model, self.sim_dt)
 
     def _load_observation(self, observation: dict, action: dict) -> None:
         n_joints = len(self.qpos_ids)

@@ -9,7 +9,7 @@ from pathlib import Path
 from smoothloco.deploy.export import ExportError, exported
 from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.evaluate import robustness
-from smoothloco.evaluate.scenarios import standard_scenarios
+from smoothloco.evaluate.scenarios import run_scenarios
 from smoothloco.evaluate.transfer import SIMS, evaluate_run, robot_mass, write_report
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.run_folder import CONFIG_NAME
@@ -42,12 +42,13 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.robustness and args.sim != "mujoco":
         print(f"error: --robustness runs in MuJoCo (--sim mujoco), not --sim {args.sim}", file=sys.stderr)
         return 2
-    scenarios = standard_scenarios()
     try:
+        task = read_config(Path(args.run) / CONFIG_NAME).task
+        scenarios = run_scenarios(task)
         summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
         if args.robustness:
-            robot = read_config(Path(args.run) / CONFIG_NAME).task.robot
-            summary["robustness"] = robustness.evaluate_robustness(Player(exported(Path(args.run))), robot_mass(robot))
+            player = Player(exported(Path(args.run)))
+            summary["robustness"] = robustness.evaluate_robustness(player, robot_mass(task.robot))
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,8 @@
 
 - ``command``: stand 1 s, then one command of ``EVAL_COMMANDS`` held for several seconds;
 - ``push``: standing or walking slowly, a horizontal kick of 0.5 or 1.0 m/s from 8 directions;
-- ``mismatch``: a walk/side-step/turn schedule on low or high ground friction, base mass ±5 kg.
+- ``mismatch``: a walk/side-step/turn schedule at the corners of the training randomization's
+  ground friction and added base mass (0.5 / 1.25 and ±5 kg for the default robot).
 
 Every scenario starts from the standing pose with a zero command, which holds for at least
 the first control period (our task's reset observation carries it).
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from smoothloco.deploy.player import Command, Push
 from smoothloco.evaluate.grid import EVAL_COMMANDS
+from smoothloco.tasks import RandomizationConfig, VelocityTaskConfig
 
 KINDS = ("command", "push", "mismatch")
 
@@ -26,8 +28,17 @@ PUSH_DIRECTIONS = 8  # evenly spaced, 0 = +x (forward at the start)
 PUSH_COMMANDS = ((0.0, 0.0, 0.0), (0.5, 0.0, 0.0))  # standing, walking slowly
 MISMATCH_SCHEDULE: tuple[Command, ...] = ((STAND_SECONDS, 0.5, 0.0, 0.0), (4.0, 0.0, 0.3, 0.0), (7.0, 0.0, 0.0, 0.5))
 MISMATCH_SECONDS = 10.0
-# (ground friction, added base mass kg): the corners and edges of the training randomization.
-MISMATCHES = ((0.5, 0.0), (1.25, 0.0), (0.8, -5.0), (0.8, 5.0), (0.5, 5.0), (1.25, -5.0))
+NOMINAL_FRICTION = 0.8
+
+
+def training_mismatches(randomization: RandomizationConfig = RandomizationConfig()) -> tuple[tuple[float, float], ...]:
+    """(ground friction, added base mass kg): the corners and edges of ``randomization``'s
+    ranges, so each robot is judged at the edges of what it trained on."""
+    (slippery, grippy), (lighter, heavier) = randomization.friction, randomization.added_base_mass
+    return (
+        (slippery, 0.0), (grippy, 0.0), (NOMINAL_FRICTION, lighter), (NOMINAL_FRICTION, heavier),
+        (slippery, heavier), (grippy, lighter),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -72,9 +83,10 @@ def standard_scenarios(
     commands: tuple[tuple[float, float, float], ...] = EVAL_COMMANDS,
     push_speeds: tuple[float, ...] = PUSH_SPEEDS,
     push_directions: int = PUSH_DIRECTIONS,
-    mismatches: tuple[tuple[float, float], ...] = MISMATCHES,
+    mismatches: tuple[tuple[float, float], ...] = training_mismatches(),
 ) -> tuple[Scenario, ...]:
-    """The standard set (47 scenarios with the defaults); smaller sets for tests by argument."""
+    """The standard set (47 scenarios with the defaults); smaller sets for tests by argument.
+    ``mismatches`` (friction, added base mass) default to the default robot's training corners."""
     out = [
         Scenario(f"command {_label(c)}", "command", ((STAND_SECONDS, *c),), STAND_SECONDS + COMMAND_SECONDS)
         for c in commands
@@ -90,3 +102,8 @@ def standard_scenarios(
         name = f"friction {friction:g}, base mass {mass:+g} kg"
         out.append(Scenario(name, "mismatch", MISMATCH_SCHEDULE, MISMATCH_SECONDS, friction=friction, added_base_mass=mass))
     return tuple(out)
+
+
+def run_scenarios(task: VelocityTaskConfig) -> tuple[Scenario, ...]:
+    """The standard set for a run of ``task``: its robot judged at its own training corners."""
+    return standard_scenarios(mismatches=training_mismatches(task.randomization))

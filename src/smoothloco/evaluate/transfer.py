@@ -24,7 +24,7 @@ from smoothloco.deploy.export import exported
 from smoothloco.deploy.player import Command, Imperfections, Player, Push, command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
-from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
+from smoothloco.evaluate.scenarios import Scenario, run_scenarios
 from smoothloco.robot import load_robot
 from smoothloco.sim import CONTACT_MODELS
 from smoothloco.tasks import CommandConfig, VelocityTask
@@ -316,16 +316,16 @@ def evaluate_run(
     ``player_factory`` (default ``Player``); both are arguments so tests can stand in for them."""
     if sim not in SIMS:
         raise ValueError(f"unknown simulator {sim!r}; accepted: {', '.join(SIMS)}")
-    scenarios = tuple(standard_scenarios() if scenarios is None else scenarios)
     run_dir = Path(run_dir)
+    task = read_config(run_dir / CONFIG_NAME).task
+    scenarios = tuple(run_scenarios(task) if scenarios is None else scenarios)
     if sim == "mujoco":
         exporter = exporter or exported
         player_factory = player_factory or Player
         trajectories = rollout_player(player_factory(exporter(run_dir)), scenarios)
     else:
         trajectories = rollout_ours(load_run(run_dir), sim, scenarios)
-    robot = read_config(run_dir / CONFIG_NAME).task.robot
-    return summarize(scenarios, trajectories, robot_mass(robot)), trajectories
+    return summarize(scenarios, trajectories, robot_mass(task.robot)), trajectories
 
 
 def write_report(
