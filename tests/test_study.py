@@ -183,3 +183,27 @@ def test_gradient_quality_through_the_task_is_finite():
     for key, value in stats.items():
         assert value.shape == (2,) and np.all(np.isfinite(value)), key
     assert np.all(stats["grad_norm"] > 0)
+
+
+def test_gradient_study_measures_initial_and_trained_and_says_what_separates(tmp_path: Path):
+    from fakes import write_untrained_run
+
+    from smoothloco.train.shac import SHACConfig
+
+    run = tmp_path / "run"
+    write_untrained_run(run, SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(8,)))
+    seen = []
+
+    def measure(models, settings, loaded=None):
+        seen.append(None if loaded is None else loaded.run_dir)
+        cosine = {"hard": 0.1, "soft": 0.6, "smooth": 0.65}  # smooth and soft within their intervals
+        return {m: {"windows": [4], "batch_cosine": [cosine[m]], "batch_cosine_ci95": [0.1], "relative_std": [1.0],
+                    "zo_cosine": [0.5], "zo_cosine_ci95": [0.1], "grad_norm": [1.0]} for m in models}  # fmt: skip
+
+    result = study.run_gradient_study(tmp_path / "g", run, GradientSettings(windows=(4,)), measure=measure)
+    assert seen == [None, run]  # the initial actor, then the run's
+    pairs = {pair: rows[0]["separated"] for pair, rows in result["trained"]["separations"].items()}
+    assert pairs == {"hard - soft": True, "hard - smooth": True, "soft - smooth": False}
+    for name in ("gradients.json", "gradients.md", "gradients-initial.png", "gradients-trained.png"):
+        assert (tmp_path / "g" / name).is_file()
+    assert "| hard - smooth | 4 | -0.550 | 0.200 | yes |" in (tmp_path / "g" / "gradients.md").read_text()

@@ -23,7 +23,7 @@ estimate, increasingly with the window; smoothed and soft contact to agree.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,7 @@ from scipy import stats
 
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train.networks import Actor, actor_obs
+from smoothloco.train.runs import LoadedRun
 from smoothloco.train.shac import SHACConfig
 
 ReturnsFn = Callable[[object, jax.Array], jax.Array]  # (params, key) -> (n_windows,) windowed returns
@@ -173,19 +174,29 @@ def task_returns_fn(task, actor, normalizer, warmup_params, settings: GradientSe
 
 
 def contact_gradient_quality(
-    models: Sequence[str], settings: GradientSettings, task_overrides: Callable[[str], dict] | None = None
+    models: Sequence[str],
+    settings: GradientSettings,
+    task_overrides: Callable[[str], dict] | None = None,
+    run: LoadedRun | None = None,
 ) -> dict[str, dict[str, list[float]]]:
-    """``gradient_quality`` of the initial SHAC actor (identity normalizer) for each contact
-    model, in the task without pushes or randomization. ``task_overrides(model)`` adds task
-    settings per model (e.g. a smaller step for ``soft``)."""
-    shac = SHACConfig()
+    """``gradient_quality`` for each contact model, in the task without pushes or randomization:
+    of the initial SHAC actor (identity normalizer), or of ``run``'s trained one (a SHAC run,
+    in its task at its final sharpness). ``task_overrides(model)`` adds task settings per model
+    (e.g. a smaller step for ``soft``)."""
+    if run is not None and run.config.algo != "shac":
+        raise ValueError(f"{run.run_dir} is a {run.config.algo} run; the gradient study differentiates SHAC's actor")
+    shac = run.config.shac if run else SHACConfig()
+    base = replace(run.config.task, sharpness=run.config.final_sharpness) if run else VelocityTaskConfig()
     out = {}
     for model in models:
-        config = VelocityTaskConfig().quiet(contact=model, **(task_overrides(model) if task_overrides else {}))
+        config = base.quiet(contact=model, **(task_overrides(model) if task_overrides else {}))
         task = VelocityTask(config)
         actor = Actor(shac.actor_hidden, task.action_size, shac.init_log_std)
-        params = actor.init(jax.random.PRNGKey(settings.seed), jnp.zeros(task.observation_size))
-        normalizer = running_statistics.init_state(specs.Array((task.observation_size,), jnp.float32))
+        if run:
+            normalizer, params = run.params
+        else:
+            params = actor.init(jax.random.PRNGKey(settings.seed), jnp.zeros(task.observation_size))
+            normalizer = running_statistics.init_state(specs.Array((task.observation_size,), jnp.float32))
         stats = gradient_quality(task_returns_fn(task, actor, normalizer, params, settings), params, settings)
         out[model] = {"windows": list(settings.windows), **{k: v.tolist() for k, v in stats.items()}}
     return out

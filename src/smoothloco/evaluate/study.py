@@ -33,9 +33,9 @@ from smoothloco.evaluate.metrics import nanmean
 from smoothloco.evaluate.scenarios import standard_scenarios
 from smoothloco.evaluate.transfer import evaluate_run, write_report
 from smoothloco.tasks import VelocityTaskConfig
-from smoothloco.train.checkpoint import CHECKPOINT_NAME
+from smoothloco.train.checkpoint import CHECKPOINT_NAME, CheckpointError
 from smoothloco.train.runner import train
-from smoothloco.train.runs import RunConfig, TrainConfig
+from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
 MODELS = ("hard", "soft", "smooth")
@@ -90,8 +90,53 @@ def evaluate_and_report(run_dir: Path, sim: str, scenarios: tuple) -> dict:
     return summary
 
 
-def measure_gradients(models: Sequence[str], settings: GradientSettings) -> dict:
-    return contact_gradient_quality(models, settings, lambda m: TASK_OVERRIDES.get(m, {}))
+def measure_gradients(models: Sequence[str], settings: GradientSettings, run: LoadedRun | None = None) -> dict:
+    return contact_gradient_quality(models, settings, lambda m: TASK_OVERRIDES.get(m, {}), run=run)
+
+
+def separations(gradients: dict, key: str = "batch_cosine") -> dict[str, list[dict[str, float]]]:
+    """Per pair of contact models and window: the difference of ``key`` and whether the 95 %
+    intervals leave it measured (|difference| > the two half-widths together)."""
+    out = {}
+    names = list(gradients)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            rows = []
+            for k, window in enumerate(gradients[a]["windows"]):
+                diff = gradients[a][key][k] - gradients[b][key][k]
+                margin = gradients[a][f"{key}_ci95"][k] + gradients[b][f"{key}_ci95"][k]
+                rows.append({"window": window, "difference": diff, "margin": margin, "separated": abs(diff) > margin})
+            out[f"{a} - {b}"] = rows
+    return out
+
+
+def run_gradient_study(
+    out: Path, run_dir: Path, settings: GradientSettings, models: Sequence[str] = MODELS, measure=measure_gradients
+) -> dict:
+    """Gradient quality through each contact model at the initial actor and at ``run_dir``'s
+    trained one; writes ``gradients.json``, ``gradients.md`` and one figure per policy."""
+    out.mkdir(parents=True, exist_ok=True)
+    run = load_run(run_dir)
+    tic = time.perf_counter()
+    result: dict[str, Any] = {"run": str(run_dir), "run_iteration": run.iteration, "settings": settings.__dict__}
+    for policy, measured in (("initial", measure(models, settings)), ("trained", measure(models, settings, run))):
+        result[policy] = {"gradients": measured, "separations": separations(measured)}
+        plot_gradients(measured, out / f"gradients-{policy}.png", f"{policy} policy")
+    result["wall_s"] = time.perf_counter() - tic
+    (out / "gradients.json").write_text(json.dumps(result, indent=2, default=float))
+    lines = ["# Gradient quality through each contact model", "",
+             f"Initial actor and the trained actor of `{run_dir}` (iteration {run.iteration}); {settings.batches} batches of "
+             f"{settings.envs} environments, {settings.samples} zeroth-order samples in {settings.directions} directions; "
+             f"{result['wall_s'] / 60:.0f} min.", ""]  # fmt: skip
+    for policy in ("initial", "trained"):
+        lines += gradient_table(result[policy]["gradients"], f"{policy} policy") + [""]
+        lines += ["| pair | window | batch-cosine difference | ± margin | separated |", "|---|---:|---:|---:|---|"]
+        for pair, rows in result[policy]["separations"].items():
+            lines += [f"| {pair} | {r['window']} | {r['difference']:+.3f} | {r['margin']:.3f} | "
+                      f"{'yes' if r['separated'] else 'no'} |" for r in rows]  # fmt: skip
+        lines += ["", f"![{policy}](gradients-{policy}.png)", ""]
+    (out / "gradients.md").write_text("\n".join(lines))
+    return result
 
 
 def run_contact_study(
@@ -253,16 +298,22 @@ def study_markdown(study: dict) -> str:
         lines.append(f"| {model} | " + " | ".join(_fmt(cols[c]) for c, *_ in TABLE_COLUMNS) + " |")
     lines += ["", "| claim | value |", "|---|---:|"]
     lines += [f"| {CLAIM_TEXT[k]} | {v:+.3f} |" for k, v in study["claims"].items()]
-    lines += ["", "## Gradient quality (initial policy; ± 95 % interval over batches)", ""]
+    lines += ["", *gradient_table(study["gradients"], "initial policy")]
+    lines += ["", "![transfer](transfer.png)", "", "![gradients](gradients.png)", ""]
+    return "\n".join(lines)
+
+
+def gradient_table(gradients: dict, policy: str) -> list[str]:
+    """Markdown lines: gradient quality per contact model and window, with 95 % intervals."""
+    lines = [f"## Gradient quality ({policy}; ± 95 % interval over batches)", ""]
     lines += ["| contact model | window | batch cosine | relative std | cosine with zeroth order |", "|---|---:|---:|---:|---:|"]
-    for model, g in study["gradients"].items():
+    for model, g in gradients.items():
         for i, w in enumerate(g["windows"]):
             lines.append(
                 f"| {model} | {w} | {g['batch_cosine'][i]:.3f}{_pm(g, 'batch_cosine_ci95', i)} | {g['relative_std'][i]:.2f} "
                 f"| {g['zo_cosine'][i]:.3f}{_pm(g, 'zo_cosine_ci95', i)} |"
             )
-    lines += ["", "![transfer](transfer.png)", "", "![gradients](gradients.png)", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def _pm(gradients: dict, key: str, i: int) -> str:
@@ -288,7 +339,7 @@ def plot_transfer(table: dict, path: Path) -> None:
     plotting.save(fig, path, dpi=100)
 
 
-def plot_gradients(gradients: dict, path: Path) -> None:
+def plot_gradients(gradients: dict, path: Path, policy: str = "initial policy") -> None:
     """Batch cosine, relative spread and zeroth-order agreement against the window length."""
     plt = plotting.pyplot()
     panels = (
@@ -306,7 +357,7 @@ def plot_gradients(gradients: dict, path: Path) -> None:
         if key == "relative_std":
             ax.set_yscale("log")
     axes[0].legend()
-    fig.suptitle("policy-gradient quality through each contact model (initial policy; bars: 95 % intervals)")
+    fig.suptitle(f"policy-gradient quality through each contact model ({policy}; bars: 95 % intervals)")
     plotting.save(fig, path, dpi=100)
 
 
@@ -320,7 +371,16 @@ def add_parser(sub) -> None:
         "in hard contact and in MuJoCo, measure policy-gradient quality per contact model, and write study.json, "
         "study.md and figures.",
     )
-    parser.add_argument("topic", choices=["contact"], help="which study (contact: the contact-model study)")
+    parser.add_argument(
+        "topic",
+        choices=["contact", "gradients"],
+        help="which study (contact: the contact-model study; gradients: gradient quality through each contact model "
+        "at the initial actor and at --run's trained one)",
+    )
+    parser.add_argument("--run", metavar="RUN", help="gradients: the SHAC run whose trained actor is measured")
+    parser.add_argument(
+        "--batches", type=positive_int, default=8, help="gradients: independent batches behind each interval (default 8)"
+    )
     parser.add_argument("--out", metavar="DIR", required=True, help="study folder (must not hold a study yet)")
     parser.add_argument(
         "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: ~1 h (52 min measured on 2 CPU cores)"
@@ -337,6 +397,18 @@ def add_parser(sub) -> None:
 
 def run_study(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    if args.topic == "gradients":
+        if not args.run:
+            print("error: study gradients needs --run RUN (a trained SHAC run)", file=sys.stderr)
+            return 2
+        settings = replace(GradientSettings(), batches=args.batches)
+        try:
+            run_gradient_study(out, Path(args.run), settings)
+        except (CheckpointError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print((out / "gradients.md").read_text())
+        return 0
     if args.resume and not (out / "runs").exists():
         print(f"error: {out} holds no study to resume (no {out / 'runs'})", file=sys.stderr)
         return 2
