@@ -86,7 +86,8 @@ def render_frames(clip: Clip, width: int = WIDTH, height: int = HEIGHT) -> Itera
     camera = mujoco.MjvCamera()
     camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
     camera.trackbodyid = 1  # the floating base
-    camera.distance, camera.azimuth, camera.elevation = 2.5, 135.0, -20.0
+    # 2.5 m for the 1.2 m-extent ANYmal: every robot fills the frame alike
+    camera.distance, camera.azimuth, camera.elevation = 2.1 * model.stat.extent, 135.0, -20.0
     font = ImageFont.load_default(size=max(12, height // 30))
     renderer = mujoco.Renderer(model, height, width)
     # Software GL (llvmpipe) spends 80% of a frame on shadows and reflections; a video needs neither.
