@@ -87,6 +87,28 @@ def test_without_the_generator_actions_are_the_joint_targets():
     assert float(np.max(walking[:, 0] * walking[:, 1])) == 0.0
 
 
+@pytest.mark.parametrize("delay, lagged", [(0.0, 0), (0.01, 2), (0.02, 4)])
+def test_action_delay_holds_the_previous_targets(delay, lagged):
+    """A delay of d simulation steps applies the previous control step's joint targets for the
+    first d of them: a full-period delay makes a step's action act only in the next step."""
+    randomization = RandomizationConfig(
+        friction=(0.8, 0.8), added_base_mass=(0.0, 0.0), base_com_offset=0.0, kp_scale=(1.0, 1.0),
+        kd_scale=(1.0, 1.0), motor_strength=(1.0, 1.0), action_delay=(delay, delay),
+    )  # fmt: skip
+    task = VelocityTask(VelocityTaskConfig(pushes=PushConfig(enabled=False), randomization=randomization))
+    state = jax.jit(task.reset)(jax.random.PRNGKey(0))
+    assert int(state.info["action_delay_steps"]) == lagged
+    step = jax.jit(task.step_with_contact)
+    kick = jnp.full(task.action_size, 0.8)
+    _, kicked = step(state, kick)
+    _, still = step(state, jnp.zeros(task.action_size))
+    # The last substep's torque: the new target has reached the motors unless the delay is the whole period.
+    moved = float(jnp.abs(kicked.torque - still.torque).max())
+    assert (moved == 0.0) == (lagged == task.config.substeps)
+    after, _ = step(step(state, kick)[0], kick)
+    assert np.allclose(after.info["joint_target"], task._default_pose + task.config.action_scale * kick)
+
+
 def test_swing_height_reward_rewards_following_the_clock():
     from smoothloco.tasks.rewards import feet_swing_height
 
@@ -177,6 +199,7 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: VelocityTaskConfig(contact="rigid"), "accepted: hard, smooth, soft"),
         (lambda: PushConfig(max_speed=-1.0), "max_speed must be >= 0"),
         (lambda: RandomizationConfig(friction=(-0.1, 1.0)), "must not go below 0"),
+        (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
     ],
 )
 def test_bad_task_config(make, message):

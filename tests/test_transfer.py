@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from fakes import FakePlayer, write_untrained_run
-from smoothloco.deploy.player import command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.evaluate.transfer import evaluate_run, rollout_ours, write_report

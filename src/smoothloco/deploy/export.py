@@ -198,6 +198,8 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
         "source": {
             "run": str(run.run_dir),
             "iteration": run.iteration,
+            # the motor delays the policy trained under (s; the robot's own latency should lie within)
+            "trained_action_delay": list(cfg.randomization.action_delay) if cfg.randomization.enabled else [0.0, 0.0],
             "env_steps": run.env_steps,
             "contact": cfg.contact,
             "onnx_max_abs_error": onnx_max_error,

@@ -69,7 +69,6 @@ def rigid_tree(model: mujoco.MjModel) -> RigidTree:
     """The tree of ``model``; raises ``RobotSpecError`` (a ``ValueError``) unless body 1 is a
     free-floating base and every other body hangs from it by exactly one hinge."""
     check_tree(model)
-    jnt_types = [int(t) for t in model.jnt_type]
     hinge_axis = np.zeros((model.nbody, 3))
     hinge_pos = np.zeros((model.nbody, 3))
     hinge_qpos = [-1] * model.nbody

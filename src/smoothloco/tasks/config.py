@@ -82,9 +82,13 @@ class RandomizationConfig:
     kp_scale: Range = (0.9, 1.1)
     kd_scale: Range = (0.9, 1.1)
     motor_strength: Range = (0.9, 1.1)
+    # s; per-environment delay before new joint targets reach the motors (a robot's
+    # communication and driver latency), a whole number of simulation steps up to control_dt
+    action_delay: Range = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         require_finite("task.randomization", self)
+        _check_range("randomization.action_delay", self.action_delay, lower_bound=0.0)
         _check_range("randomization.friction", self.friction, lower_bound=0.0)
         _check_range("randomization.added_base_mass", self.added_base_mass)
         for name in ("kp_scale", "kd_scale", "motor_strength"):
@@ -175,6 +179,11 @@ class VelocityTaskConfig:
         if self.substeps < 1 or abs(self.substeps * self.sim_dt - self.control_dt) > 1e-9:
             raise ValueError(
                 f"control_dt ({self.control_dt}) must be a whole number >= 1 of sim_dt ({self.sim_dt}) substeps"
+            )
+        if self.randomization.action_delay[1] > self.control_dt + 1e-9:
+            raise ValueError(
+                f"randomization.action_delay must not exceed control_dt ({self.control_dt} s): "
+                f"got {self.randomization.action_delay}"
             )
         unknown = set(self.reward_weights) - set(DEFAULT_REWARD_WEIGHTS)
         if unknown:

@@ -83,7 +83,7 @@ class VelocityTask(Env):
         return 1.0 / self.config.control_dt
 
     def reset(self, rng: jax.Array) -> State:
-        rng, pose_key, command_key, push_key, phase_key = jax.random.split(rng, 5)
+        rng, pose_key, command_key, push_key, phase_key, delay_key = jax.random.split(rng, 6)
         q = jnp.asarray(self.robot.init_qpos(), jnp.float32)
         q = q.at[7:].add(jax.random.uniform(pose_key, (12,), minval=-0.05, maxval=0.05))
         physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
@@ -99,6 +99,8 @@ class VelocityTask(Env):
             "sharpness": jnp.asarray(self.config.sharpness, jnp.float32),
             "pushes": jnp.zeros((), jnp.int32),
             "command_changes": jnp.zeros((), jnp.int32),
+            "joint_target": jnp.asarray(self.robot.default_pose, jnp.float32),  # what the motors last received
+            "action_delay_steps": self._sample_action_delay(delay_key),
         }
         contact = _resting_contact(physics)
         obs = self._observe(physics, info, contact, jax.random.PRNGKey(0), noise=False)
@@ -118,10 +120,12 @@ class VelocityTask(Env):
         rng, noise_key, command_key, push_key, push_dir_key = jax.random.split(info["rng"], 5)
         target = self._default_pose + cfg.action_scale * action + self.gait_offset(info["gait_phase"])
 
-        def substep(physics: SimState, _: None) -> tuple[SimState, StepInfo]:
-            return sim_step(self.sys, physics, target, info["sharpness"])
+        def substep(physics: SimState, k: jax.Array) -> tuple[SimState, StepInfo]:
+            # The motors keep the previous target for the environment's action delay.
+            applied = jnp.where(k < info["action_delay_steps"], info["joint_target"], target)
+            return sim_step(self.sys, physics, applied, info["sharpness"])
 
-        physics, contacts = jax.lax.scan(substep, state.pipeline_state, None, length=cfg.substeps)
+        physics, contacts = jax.lax.scan(substep, state.pipeline_state, jnp.arange(cfg.substeps))
         contact = jax.tree.map(lambda x: x[-1], contacts)
         # A non-finite step keeps the last good state and ends the episode, so no NaN reaches
         # observations, rewards or gradients.
@@ -135,7 +139,7 @@ class VelocityTask(Env):
         reward = sum(terms.values())
 
         done = self._terminated(physics, contact, rewards_in.gravity)
-        info.update(rng=rng, last_action=action, air_time=air_time, gait_phase=phase)
+        info.update(rng=rng, last_action=action, air_time=air_time, gait_phase=phase, joint_target=target)
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
         if kick is not None:
@@ -186,6 +190,14 @@ class VelocityTask(Env):
         command = jnp.where(jax.random.bernoulli(kz, c.zero_probability), 0.0, command)
         seconds = jax.random.uniform(kt, minval=c.resample_seconds[0], maxval=c.resample_seconds[1])
         return command, jnp.maximum(1, jnp.round(seconds / self.config.control_dt)).astype(jnp.int32)
+
+    def _sample_action_delay(self, key: jax.Array) -> jax.Array:
+        """Simulation steps by which this environment's motors lag the joint targets (0 without randomization)."""
+        r, dt = self.config.randomization, self.config.sim_dt
+        if not r.enabled:
+            return jnp.zeros((), jnp.int32)
+        low, high = round(r.action_delay[0] / dt), round(r.action_delay[1] / dt)
+        return jax.random.randint(key, (), low, high + 1)
 
     def _sample_push_interval(self, key: jax.Array) -> jax.Array:
         p = self.config.pushes

@@ -79,6 +79,8 @@ HELP = {
     "task.randomization.kp_scale": "range low,high of the factor on the joints' PD stiffness",
     "task.randomization.kd_scale": "range low,high of the factor on the joints' PD damping",
     "task.randomization.motor_strength": "range low,high of the factor on the joint torques",
+    "task.randomization.action_delay": "range low,high of the delay before joint targets reach the motors, s "
+    "(whole simulation steps, at most task.control_dt)",
     "shac.num_envs": _ENVS,
     "shac.horizon": "control steps per SHAC window (how far gradients flow back through the simulator)",
     "shac.iterations": "training iterations; environment steps = iterations * num_envs * horizon. With --resume: "
