@@ -36,13 +36,14 @@ EXPORTED_FILES = ("policy.json", "policy.onnx", "robot.xml")
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
-def _exported_untrained_run(folder: Path, robot: str) -> Path:
+def _exported_untrained_run(folder: Path, robot: str, **task_changes) -> Path:
     """An untrained run (random initial policy) of ``robot`` with the trot generator on,
     exported through the command line."""
     run = folder / "run"
     shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(32, 32))
     task = VelocityTaskConfig.for_robot(robot)
-    write_untrained_run(run, shac, task=replace(task, gait=replace(task.gait, frequency=2.0, hip_amplitude=0.3)))
+    task = replace(task, gait=replace(task.gait, frequency=2.0, hip_amplitude=0.3), **task_changes)
+    write_untrained_run(run, shac, task=task)
     assert main(["export", str(run)]) == 0
     return run
 
@@ -57,7 +58,15 @@ def go2_run_dir(tmp_path_factory) -> Path:
     return _exported_untrained_run(tmp_path_factory.mktemp("deploy-go2"), "go2")
 
 
+@pytest.fixture(scope="module")
+def blind_run_dir(tmp_path_factory) -> Path:
+    """The actor without base linear velocity (proprioception and IMU), the critic with it."""
+    folder = tmp_path_factory.mktemp("deploy-blind")
+    return _exported_untrained_run(folder, "anymal_c", observe_base_lin_vel=False, privileged_critic=True)
+
+
 BOTH_ROBOTS = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir"])
+EVERY_EXPORT = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir", "blind_run_dir"])
 
 
 def _copy_export(run_dir: Path, target: Path) -> Path:
@@ -109,19 +118,21 @@ def test_onnx_export_of_a_brax_shaped_network():
     np.testing.assert_allclose(session.run(["actions"], {"obs": obs})[0], np.tanh(x[:, :12]), atol=1e-5)
 
 
-@BOTH_ROBOTS
+@EVERY_EXPORT
 def test_export_writes_the_contract(run_fixture: str, request):
     run_dir = request.getfixturevalue(run_fixture)
     contract = json.loads((run_dir / "export" / "policy.json").read_text())
-    robot = load_robot(load_run(run_dir).config.task.robot)
+    task = load_run(run_dir).config.task
+    robot = load_robot(task.robot)
     assert contract["robot"]["model_hash"] == robot.model_hash
-    assert [t["name"] for t in contract["observation"]["terms"]][:3] == [
-        "base_lin_vel",
-        "base_ang_vel",
-        "projected_gravity",
-    ]
+    names = [t["name"] for t in contract["observation"]["terms"]]
+    first = ["base_lin_vel"] if task.observe_base_lin_vel else []
+    assert names[:3] == [*first, "base_ang_vel", "projected_gravity", "command"][:3]
+    assert ("base_lin_vel" in names) == task.observe_base_lin_vel
     scales = np.concatenate([t["scale"] for t in contract["observation"]["terms"]])
-    np.testing.assert_array_equal(scales, observation_scales())
+    np.testing.assert_array_equal(scales, observation_scales(task))
+    assert contract["observation"]["size"] == scales.size == VelocityTask(task).observation_size["state"][0] \
+        if task.privileged_critic else VelocityTask(task).observation_size
     assert contract["joints"]["names"] == list(robot.joint_names)
     np.testing.assert_allclose(contract["joints"]["torque_limit"], robot.torque_limit, rtol=1e-6)  # float32
     assert contract["action"]["scale"] == VelocityTaskConfig.for_robot(robot.name).action_scale
@@ -230,7 +241,7 @@ def test_player_refuses_a_different_robot_model(run_dir: Path, tmp_path: Path):
         Player(folder)
 
 
-@BOTH_ROBOTS
+@EVERY_EXPORT
 def test_player_observation_equals_task_observation(run_fixture: str, request):
     """Same state, same command and last action: the player's observation is the task's."""
     run_dir = request.getfixturevalue(run_fixture)
@@ -249,8 +260,9 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
     data.qpos[:], data.qvel[:] = np.asarray(state.pipeline_state.q), np.asarray(state.pipeline_state.v)
     phase = float(state.info["gait_phase"])
     observed = player.observe(data, np.asarray(state.info["command"]), np.asarray(state.info["last_action"]), phase)
-    assert np.abs(np.asarray(state.obs)[:9]).min() > 1e-3  # velocities and gravity are not trivial
-    np.testing.assert_allclose(observed, np.asarray(state.obs), atol=2e-5, rtol=1e-5)
+    actor_obs = np.asarray(state.obs["state"] if isinstance(state.obs, dict) else state.obs)
+    assert np.abs(actor_obs[:6]).min() > 1e-3  # velocities and gravity are not trivial
+    np.testing.assert_allclose(observed, actor_obs, atol=2e-5, rtol=1e-5)
 
 
 @BOTH_ROBOTS

@@ -220,3 +220,13 @@ def test_soft_contact_stiffness_comes_from_the_task_config():
     assert task.sys.contact.soft_stiffness == 5e3 and task.sys.contact.soft_damping == 50.0
     with pytest.raises(ValueError, match="soft_stiffness must be > 0"):
         VelocityTaskConfig(soft_stiffness=0.0)
+
+
+def test_observation_without_base_velocity_drops_that_term_alone():
+    full = VelocityTask(VelocityTaskConfig(**QUIET))
+    blind = VelocityTask(VelocityTaskConfig(observe_base_lin_vel=False, **QUIET))
+    assert blind.observation_size == full.observation_size - 3
+    key, action = jax.random.PRNGKey(3), jnp.full(12, 0.3)
+    seen = [jax.jit(lambda k, t=task: t.step(t.reset(k), action).obs)(key) for task in (full, blind)]
+    assert float(jnp.abs(seen[0][:3]).max()) > 1e-3  # the full observation's velocity is not zero
+    np.testing.assert_allclose(seen[1], seen[0][3:], atol=1e-6)

@@ -29,8 +29,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from smoothloco import __version__
 from smoothloco.deploy import player
-from smoothloco.tasks import OBS_LAYOUT, VelocityTask, gait
-from smoothloco.tasks.velocity import STANDING_COMMAND, observation_scales
+from smoothloco.tasks import VelocityTask, gait
+from smoothloco.tasks.velocity import STANDING_COMMAND, observation_layout, observation_scales
 from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.networks import actor_obs
 from smoothloco.train.runs import LoadedRun, load_run
@@ -141,7 +141,13 @@ def onnx_error(model: onnx.ModelProto, run: LoadedRun, policy: MlpPolicy, sample
     obs = (policy.mean + policy.std * noise).astype(np.float32)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     exported = session.run([OUTPUT_NAME], {INPUT_NAME: obs})[0]
-    reference = np.asarray(jax.jit(run.policy(deterministic=True))(obs, None)[0])
+    statistics = run.params[0].mean
+    if isinstance(statistics, dict):  # a privileged critic's observation: the actor reads "state" alone
+        obs_in = {k: np.zeros((samples, np.shape(v)[-1]), np.float32) for k, v in statistics.items()}
+        obs_in["state"] = obs
+    else:
+        obs_in = obs
+    reference = np.asarray(jax.jit(run.policy(deterministic=True))(obs_in, None)[0])
     return float(np.max(np.abs(exported - reference)))
 
 
@@ -149,13 +155,14 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
     """``policy.json``: everything a player needs besides the network and the robot model. With
     ``folder`` (where ``policy.onnx`` was written), ``source`` records its sha256."""
     cfg, robot = task.config, task.robot
-    missing = [name for name, *_ in OBS_LAYOUT if name not in player.OBSERVATION_TERMS]
+    layout = observation_layout(cfg)
+    missing = [name for name, *_ in layout if name not in player.OBSERVATION_TERMS]
     if missing:
         raise ExportError(
             f"the task observes {missing}, which the deployment player cannot build; teach player.py first"
         )
-    scales, start, terms = observation_scales(), 0, []
-    for name, size, *_ in OBS_LAYOUT:
+    scales, start, terms = observation_scales(cfg), 0, []
+    for name, size, *_ in layout:
         description = player.OBSERVATION_TERMS[name].meaning
         terms.append(
             {"name": name, "size": size, "scale": scales[start : start + size].tolist(), "description": description}

@@ -8,6 +8,7 @@ Every condition is judged with the standard evaluation's metrics (``transfer.sum
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -17,10 +18,8 @@ from smoothloco import plotting
 from smoothloco.deploy.player import Imperfections
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
-from smoothloco.tasks.velocity import OBS_LAYOUT, observation_scales
+from smoothloco.tasks.velocity import OBS_LAYOUT
 
-# legged_gym's sensor noise levels (the task's, before scaling), in observation units.
-SENSOR_NOISE = np.concatenate([np.full(size, level) for _, size, _, level in OBS_LAYOUT]) * observation_scales()
 METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
 
 
@@ -33,21 +32,33 @@ class Condition:
     push_speed: float = 1.0  # m/s
 
 
-CONDITIONS: dict[str, Condition] = {
-    "nominal": Condition(),
-    "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
-    "control delay 20 ms": Condition(Imperfections(action_delay=0.020)),
-    "sensor noise (legged_gym levels)": Condition(Imperfections(obs_noise=SENSOR_NOISE)),
-    "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
-    "friction 0.3": Condition(friction=0.3),
-    "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
-    "pushes 1.5 m/s": Condition(push_speed=1.5),
-    "all combined": Condition(
-        Imperfections(action_delay=0.020, obs_noise=SENSOR_NOISE, motor_strength=0.8, default_contact=True),
-        friction=0.4,
-        push_speed=1.5,
-    ),
-}
+def sensor_noise(layout: Sequence[tuple[str, int, float, float]] = OBS_LAYOUT) -> np.ndarray:
+    """legged_gym's sensor noise levels (the task's, before scaling) for the observation
+    ``layout`` (``tasks.velocity.observation_layout``), in observation units."""
+    return np.concatenate([np.full(size, level * scale) for _, size, scale, level in layout])
+
+
+def conditions(layout: Sequence[tuple[str, int, float, float]] = OBS_LAYOUT) -> dict[str, Condition]:
+    """The suite for a policy observing ``layout``."""
+    noise = sensor_noise(layout)
+    return {
+        "nominal": Condition(),
+        "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
+        "control delay 20 ms": Condition(Imperfections(action_delay=0.020)),
+        "sensor noise (legged_gym levels)": Condition(Imperfections(obs_noise=noise)),
+        "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
+        "friction 0.3": Condition(friction=0.3),
+        "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
+        "pushes 1.5 m/s": Condition(push_speed=1.5),
+        "all combined": Condition(
+            Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True),
+            friction=0.4,
+            push_speed=1.5,
+        ),
+    }
+
+
+CONDITIONS = conditions()
 
 
 def condition_scenarios(condition: Condition, push_directions: int = 4) -> tuple[Scenario, ...]:

@@ -155,6 +155,9 @@ class VelocityTaskConfig:
     action_scale: float = 0.5  # rad per unit action
     obs_noise: float = 0.0  # scale of uniform sensor noise (multiplies per-signal noise levels)
     privileged_critic: bool = False  # observation dict with "privileged_state" for the critic
+    # False: the actor observes proprioception and the IMU only, as on a robot without a base
+    # velocity estimator; with privileged_critic the critic still sees the velocity
+    observe_base_lin_vel: bool = True
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m
     max_tilt_deg: float = 60.0

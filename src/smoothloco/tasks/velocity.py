@@ -21,8 +21,9 @@ from smoothloco.tasks import gait
 from smoothloco.tasks.config import VelocityTaskConfig
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
-# Actor observation: (name, size, scale, noise level before scaling), in order. The
-# deployment contract (policy.json) is generated from this table.
+# Actor observation: (name, size, scale, noise level before scaling), in order; a task may
+# leave base_lin_vel out (``observation_layout``). The deployment contract (policy.json) is
+# generated from the task's layout.
 OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("base_lin_vel", 3, 2.0, 0.1),
     ("base_ang_vel", 3, 0.25, 0.2),
@@ -39,9 +40,15 @@ OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
 
-def observation_scales() -> np.ndarray:
+def observation_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
+    """The terms of ``OBS_LAYOUT`` that the actor of ``config``'s task observes."""
+    keep_velocity = config is None or config.observe_base_lin_vel
+    return tuple(term for term in OBS_LAYOUT if keep_velocity or term[0] != "base_lin_vel")
+
+
+def observation_scales(config: VelocityTaskConfig | None = None) -> np.ndarray:
     """Scale of each observation entry as the task applies it (policy.json carries these)."""
-    return np.concatenate([np.full(size, scale) for _, size, scale, _ in OBS_LAYOUT])
+    return np.concatenate([np.full(size, scale) for _, size, scale, _ in observation_layout(config)])
 
 
 class VelocityTask(Env):
@@ -60,15 +67,22 @@ class VelocityTask(Env):
         self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
         self._obs_scale = jnp.asarray(observation_scales(), jnp.float32)
         self._obs_noise = jnp.asarray(np.concatenate([np.full(size, n) for _, size, _, n in OBS_LAYOUT]), jnp.float32)
+        starts = np.cumsum([0] + [size for _, size, *_ in OBS_LAYOUT])
+        kept = {name for name, *_ in observation_layout(self.config)}
+        # entries of the full observation the actor gets
+        self._actor_entries = np.concatenate(
+            [np.arange(start, start + size) for (name, size, *_), start in zip(OBS_LAYOUT, starts) if name in kept]
+        )
         self._swing_offsets = jnp.asarray(gait.swing_offsets(self.robot, self.config.gait.hip_amplitude), jnp.float32)
         self._phase_shifts = jnp.asarray(gait.leg_phase_shifts(self.robot), jnp.float32)
 
     # -- Brax Env interface -------------------------------------------------------------
     @property
     def observation_size(self):
+        actor = len(self._actor_entries)
         if self.config.privileged_critic:
-            return {"state": (OBS_SIZE,), "privileged_state": (OBS_SIZE + PRIVILEGED_EXTRA,)}
-        return OBS_SIZE
+            return {"state": (actor,), "privileged_state": (OBS_SIZE + PRIVILEGED_EXTRA,)}
+        return actor
 
     @property
     def action_size(self) -> int:
@@ -285,6 +299,7 @@ class VelocityTask(Env):
         if noise:
             sample = jax.random.uniform(key, raw.shape, minval=-1.0, maxval=1.0)
             obs = (raw + self.config.obs_noise * self._obs_noise * sample) * self._obs_scale
+        obs = obs[self._actor_entries]
         if not self.config.privileged_critic:
             return obs
         extra = jnp.concatenate(
