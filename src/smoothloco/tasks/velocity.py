@@ -97,7 +97,8 @@ class VelocityTask(Env):
         return 1.0 / self.config.control_dt
 
     def reset(self, rng: jax.Array) -> State:
-        rng, pose_key, command_key, push_key, phase_key, delay_key = jax.random.split(rng, 6)
+        delay_key = jax.random.fold_in(rng, 1)  # apart from the split below, whose streams predate the delay
+        rng, pose_key, command_key, push_key, phase_key = jax.random.split(rng, 5)
         q = jnp.asarray(self.robot.init_qpos(), jnp.float32)
         q = q.at[7:].add(jax.random.uniform(pose_key, (12,), minval=-0.05, maxval=0.05))
         physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
