@@ -106,6 +106,9 @@ def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
         ("toml", '"FL_calf_joint",', '"FL_knee",', "no hinge joint named ['FL_knee']"),
         ("toml", '"FL_hip_joint", "FL_thigh_joint"', '"FL_thigh_joint", "FL_hip_joint"', "do not lead to foot 'FL_foot'"),
         ("toml", '"RR_hip_joint", "RR_thigh_joint", "RR_calf_joint",', "", "got 9; a quadruped here has 4 legs"),
+        ("toml", '"FR_hip_joint", "FR_thigh', '"FL_hip_joint", "FR_thigh', "['FL_hip_joint'] listed more than once"),
+        ("xml", '<site name="imu"', '<body name="head" pos="0.25 0 0.05"><joint name="neck" axis="0 0 1"/>'
+         '<geom type="sphere" size="0.03" mass="0.2"/></body><site name="imu"', "hinges ['neck'] are not listed"),
         ("toml", 'feet = ["FL_foot"', 'feet = ["FL_toe"', "no geom named 'FL_toe'"),
         ("toml", 'knees = ["FL_calf"', 'knees = ["FL_knee"', "knees: no body named 'FL_knee'"),
         ("toml", "0.1, 0.8, -1.5,", "0.1, 0.8, -0.5,", "FL_calf_joint = -0.5 not in [-2.7227, -0.83776]"),
