@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from collections.abc import Mapping
 
 
 def _non_finite(value: object) -> bool:
@@ -30,3 +31,25 @@ def require_finite(section: str, config: object) -> None:
             if _non_finite(v):
                 shown = ",".join(map(str, v)) if isinstance(v, (tuple, list)) else v
                 raise ValueError(f"{key} must be finite, got {shown}")
+
+
+def with_settings(config, settings: Mapping, where: str):
+    """``config`` (a config dataclass) with the nested ``settings`` table applied: a nested
+    section takes a table, a dict field is updated entry by entry, a tuple field takes any
+    sequence. An unknown name is a ``ValueError`` naming ``where`` and the accepted names; the
+    configs validate the values again."""
+    known = [f.name for f in dataclasses.fields(config)]
+    changes = {}
+    for key, value in settings.items():
+        if key not in known:
+            raise ValueError(f"{where}: unknown setting {key!r}; accepted: {', '.join(sorted(known))}")
+        current = getattr(config, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{where}: {key} must be a table of settings, got {value!r}")
+            changes[key] = with_settings(current, value, f"{where}.{key}")
+        elif isinstance(current, dict):
+            changes[key] = {**current, **value}
+        else:
+            changes[key] = tuple(value) if isinstance(current, tuple) else value
+    return dataclasses.replace(config, **changes)

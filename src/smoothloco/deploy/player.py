@@ -54,7 +54,6 @@ SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 IMPRATIO = 100.0
 
 
-
 def stiff_contact(model: mujoco.MjModel, sim_dt: float) -> None:
     """Give ``model`` the player's step and stiff contact (the module docstring says why)."""
     model.opt.timestep = sim_dt
@@ -62,6 +61,7 @@ def stiff_contact(model: mujoco.MjModel, sim_dt: float) -> None:
     model.opt.impratio = IMPRATIO
     model.geom_solref[:] = (SOLREF_STEPS * sim_dt, 1.0)
     model.geom_solimp[:] = SOLIMP
+
 
 # policy.json, field by field: a nested dict is a section, a type is a leaf. Anything else in
 # the file is an error, so a typo or a newer contract is refused instead of ignored.

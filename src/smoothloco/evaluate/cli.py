@@ -11,7 +11,6 @@ from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.evaluate import robustness
 from smoothloco.evaluate.scenarios import run_scenarios
 from smoothloco.evaluate.transfer import SIMS, evaluate_run, robot_mass, write_report
-from smoothloco.tasks.velocity import observation_layout
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.run_folder import CONFIG_NAME
 from smoothloco.train.runs import read_config
@@ -49,7 +48,7 @@ def run_eval(args: argparse.Namespace) -> int:
         summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
         if args.robustness:
             player = Player(exported(Path(args.run)))
-            suite = robustness.conditions(observation_layout(task))
+            suite = robustness.conditions(task)
             summary["robustness"] = robustness.evaluate_robustness(player, robot_mass(task.robot), suite)
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -83,7 +83,7 @@ def command_evaluator(
 
     rollout = jax.jit(jax.vmap(run, in_axes=(None, None, 0, 0)))
     times = np.arange(steps) * config.control_dt
-    mass = float(task.robot.mj_model().body_mass.sum())
+    mass = task.robot.mass
 
     def evaluate(params, sharpness: float | None = None) -> dict:
         sharpness = jnp.asarray(config.sharpness if sharpness is None else sharpness, jnp.float32)

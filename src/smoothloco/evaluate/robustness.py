@@ -8,7 +8,6 @@ Every condition is judged with the standard evaluation's metrics (``transfer.sum
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from smoothloco import plotting
 from smoothloco.deploy.player import Imperfections
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
-from smoothloco.tasks.velocity import OBS_LAYOUT
+from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.tasks.velocity import observation_noise, observation_scales
 
 METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
 
@@ -32,15 +32,15 @@ class Condition:
     push_speed: float = 1.0  # m/s
 
 
-def sensor_noise(layout: Sequence[tuple[str, int, float, float]] = OBS_LAYOUT) -> np.ndarray:
-    """legged_gym's sensor noise levels (the task's, before scaling) for the observation
-    ``layout`` (``tasks.velocity.observation_layout``), in observation units."""
-    return np.concatenate([np.full(size, level * scale) for _, size, scale, level in layout])
+def sensor_noise(task: VelocityTaskConfig | None = None) -> np.ndarray:
+    """The task's sensor noise levels (legged_gym's) in observation units, for the entries the
+    policy of ``task`` observes (the default observation without one)."""
+    return observation_noise(task) * observation_scales(task)
 
 
-def conditions(layout: Sequence[tuple[str, int, float, float]] = OBS_LAYOUT) -> dict[str, Condition]:
-    """The suite for a policy observing ``layout``."""
-    noise = sensor_noise(layout)
+def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
+    """The suite for a policy trained on ``task`` (the default observation without one)."""
+    noise = sensor_noise(task)
     return {
         "nominal": Condition(),
         "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),

@@ -140,7 +140,7 @@ def rollout_player(
 # -- summary -----------------------------------------------------------------------------------
 def robot_mass(robot: str) -> float:
     """Total mass (kg) of ``robot`` (a bundled name or a spec file), for the cost of transport."""
-    return float(load_robot(robot).mj_model().body_mass.sum())
+    return load_robot(robot).mass
 
 
 def scenario_row(scenario: Scenario, traj: Trajectory, mass: float) -> dict[str, Any]:

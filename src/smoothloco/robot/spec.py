@@ -63,6 +63,11 @@ class RobotSpec:
     def mj_model(self) -> mujoco.MjModel:
         return mujoco.MjModel.from_xml_string(self.xml)
 
+    @property
+    def mass(self) -> float:
+        """Total mass (kg), for the cost of transport."""
+        return float(self.mj_model().body_mass.sum())
+
     def init_qpos(self) -> np.ndarray:
         """Standing configuration: base a little above the nominal stance height."""
         return np.concatenate([[0.0, 0.0, self.base_height + 0.01, 1.0, 0.0, 0.0, 0.0], self.default_pose])

@@ -133,7 +133,7 @@ def check_robot(robot: RobotSpec) -> dict:
         problems.append(f"standing height: MuJoCo and our hard contact differ by {gap * 100:.1f} cm")
     return {
         "robot": robot.name,
-        "mass_kg": float(robot.mj_model().body_mass.sum()),
+        "mass_kg": robot.mass,
         "joints": list(robot.joint_names),
         "feet": list(robot.foot_geoms),
         "foot_radius_m": robot.foot_radius,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 from smoothloco.robot import DEFAULT_ROBOT, check_robot_name, load_robot
 from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
-from smoothloco.validation import require_finite
+from smoothloco.validation import require_finite, with_settings
 
 Range = tuple[float, float]
 
@@ -198,8 +197,15 @@ class VelocityTaskConfig:
     @classmethod
     def for_robot(cls, robot: str) -> VelocityTaskConfig:
         """The task's defaults with the ``[task]`` settings of ``robot``'s spec applied."""
-        spec = load_robot(robot)
-        return with_settings(cls(robot=robot), spec.task_defaults, f"robot {robot!r} [task]")
+        where = f"robot {robot!r} [task]"
+        settings = load_robot(robot).task_defaults
+        if "robot" in settings:
+            raise ValueError(f"{where}: a robot's spec cannot name another robot (robot = {settings['robot']!r})")
+        try:
+            return with_settings(cls(robot=robot), settings, where)
+        except (TypeError, ValueError) as exc:  # TypeError: a value of the wrong kind, e.g. text for a number
+            message = str(exc)  # an unknown name is already placed; a refused value gets its place
+            raise ValueError(message if message.startswith(where) else f"{where}: {message}") from exc
 
     @property
     def substeps(self) -> int:
@@ -224,26 +230,3 @@ class VelocityTaskConfig:
             out[f.name] = {g.name: getattr(value, g.name) for g in fields(value)} if hasattr(value, "__dataclass_fields__") else value
         return out
 
-
-def with_settings(config, settings: Mapping, where: str):
-    """``config`` (a config dataclass) with the nested ``settings`` table applied, as a robot
-    spec's ``[task]`` writes them; an unknown name or a bad value is a ``ValueError`` naming ``where``."""
-    known = {f.name for f in fields(config)}
-    changes = {}
-    for key, value in settings.items():
-        if key not in known or key == "robot":
-            accepted = ", ".join(sorted(known - {"robot"}))
-            raise ValueError(f"{where}: unknown setting {key!r}; accepted: {accepted}")
-        current = getattr(config, key)
-        if is_dataclass(current):
-            if not isinstance(value, Mapping):
-                raise ValueError(f"{where}: {key} must be a table of settings, got {value!r}")
-            changes[key] = with_settings(current, value, f"{where}.{key}")
-        elif isinstance(current, dict):
-            changes[key] = {**current, **value}
-        else:
-            changes[key] = tuple(value) if isinstance(current, tuple) else value
-    try:
-        return replace(config, **changes)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: {exc}") from exc

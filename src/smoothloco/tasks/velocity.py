@@ -51,6 +51,12 @@ def observation_scales(config: VelocityTaskConfig | None = None) -> np.ndarray:
     return np.concatenate([np.full(size, scale) for _, size, scale, _ in observation_layout(config)])
 
 
+def observation_noise(config: VelocityTaskConfig | None = None) -> np.ndarray:
+    """legged_gym's sensor noise level of each observation entry, before scaling (``task.obs_noise``
+    multiplies them)."""
+    return np.concatenate([np.full(size, level) for _, size, _, level in observation_layout(config)])
+
+
 class VelocityTask(Env):
     """Follow a commanded forward, lateral and yaw velocity; pushed and randomized."""
 
@@ -66,7 +72,7 @@ class VelocityTask(Env):
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
         self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
         self._obs_scale = jnp.asarray(observation_scales(), jnp.float32)
-        self._obs_noise = jnp.asarray(np.concatenate([np.full(size, n) for _, size, _, n in OBS_LAYOUT]), jnp.float32)
+        self._obs_noise = jnp.asarray(observation_noise(), jnp.float32)
         starts = np.cumsum([0] + [size for _, size, *_ in OBS_LAYOUT])
         kept = {name for name, *_ in observation_layout(self.config)}
         # entries of the full observation the actor gets

@@ -30,6 +30,7 @@ from smoothloco.train.run_folder import CONFIG_NAME, RunAlreadyFinished, RunFold
 from smoothloco.train.runner import check_divides_over_devices, interrupted, train
 from smoothloco.train.runs import ALGORITHMS, RESUME_SETTINGS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
+from smoothloco.validation import with_settings
 
 SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig), ("run", RunConfig))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention; a SIGTERM-stopped run also exits with it
@@ -230,18 +231,17 @@ def _given_flags(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _with_flags(prefix: str, section, given: dict[str, object]):
-    """``section`` (a config dataclass) with the flags of ``given`` under ``prefix`` applied."""
-    changes = {}
-    for f in dataclasses.fields(section):
-        name, value = f"{prefix}.{f.name}", getattr(section, f.name)
-        if dataclasses.is_dataclass(value):
-            changes[f.name] = _with_flags(name, value, given)
-        elif isinstance(value, dict):
-            entries = {k[len(name) + 1 :]: v for k, v in given.items() if k.startswith(f"{name}.")}
-            changes[f.name] = {**value, **entries}
-        elif name in given:
-            changes[f.name] = given[name]
-    return dataclasses.replace(section, **changes)  # validates again
+    """``section`` (a config dataclass) with the flags of ``given`` under ``prefix`` applied
+    (``--task.gait.frequency`` is ``{"gait": {"frequency": ...}}`` under ``task``)."""
+    table: dict = {}
+    for name, value in given.items():
+        if name.startswith(f"{prefix}."):
+            *path, leaf = name[len(prefix) + 1 :].split(".")
+            entry = table
+            for key in path:
+                entry = entry.setdefault(key, {})
+            entry[leaf] = value
+    return with_settings(section, table, prefix)  # the sections validate again
 
 
 def config_file_of(path: str | Path) -> Path:
