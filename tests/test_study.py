@@ -24,7 +24,7 @@ def fake_train(config, resume=False):
     run_dir.mkdir(parents=True, exist_ok=resume)
     ret = {"hard": 1.0, "soft": 3.0, "smooth": 4.0}[config.task.contact] + 0.1 * config.shac.seed
     (run_dir / "summary.json").write_text(json.dumps({"episode_return": ret, "env_steps": 64}))
-    return None, None, [{"iteration": 1, "env_steps": 64, "eval/episode_return": ret}]
+    return None, None, [{"iteration": config.shac.iterations, "env_steps": 64, "eval/episode_return": ret}]
 
 
 def fake_evaluate(run_dir: Path, sim: str, scenarios: tuple) -> dict:
@@ -207,3 +207,19 @@ def test_gradient_study_measures_initial_and_trained_and_says_what_separates(tmp
     for name in ("gradients.json", "gradients.md", "gradients-initial.png", "gradients-trained.png"):
         assert (tmp_path / "g" / name).is_file()
     assert "| hard - smooth | 4 | -0.550 | 0.200 | yes |" in (tmp_path / "g" / "gradients.md").read_text()
+
+
+def test_an_interrupted_training_stops_the_study_before_evaluating_it(tmp_path: Path):
+    """A training stopped by SIGINT/SIGTERM returns early; the study must not evaluate that
+    half-trained policy or go on to the next run."""
+    budget = study.BUDGETS["quick"]
+    evaluated = []
+
+    def stopped_train(config, resume=False):
+        Path(config.run.out).mkdir(parents=True)
+        return None, None, [{"iteration": 1, "env_steps": 64, "eval/episode_return": 0.0}]
+
+    with pytest.raises(study.StudyInterrupted, match="stopped at iteration 1"):
+        study.run_contact_study(tmp_path / "s", budget, train_fn=stopped_train,
+                                evaluate_fn=lambda *a: evaluated.append(a), gradient_fn=fake_gradients)  # fmt: skip
+    assert evaluated == [] and len(list((tmp_path / "s" / "runs").iterdir())) == 1

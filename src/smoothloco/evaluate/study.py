@@ -34,7 +34,7 @@ from smoothloco.evaluate.scenarios import standard_scenarios
 from smoothloco.evaluate.transfer import evaluate_run, write_report
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.checkpoint import CHECKPOINT_NAME, CheckpointError
-from smoothloco.train.runner import train
+from smoothloco.train.runner import interrupted, train
 from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
@@ -69,6 +69,10 @@ BUDGETS: dict[str, StudyBudget] = {
     # The default SHAC run (~12 min each on 2 CPU cores, soft at half the step ~25 min): 2 h 14 min measured.
     "full": StudyBudget(shac={}, gradients=GradientSettings()),
 }
+
+class StudyInterrupted(RuntimeError):
+    """A training of the study was stopped by SIGINT/SIGTERM (its checkpoint resumes it)."""
+
 
 TrainFn = Callable[..., tuple]  # (TrainConfig, resume=bool) -> (make_policy, params, history)
 EvaluateFn = Callable[[Path, str, tuple], dict]  # (run folder, sim, scenarios) -> evaluation summary
@@ -197,6 +201,8 @@ def _trained(run_dir: Path, config, train_fn: TrainFn, resume: bool) -> dict[str
     summary = _saved(run_dir / "summary.json", resume)
     if summary is None:
         history = train_fn(config, resume=resume and (run_dir / CHECKPOINT_NAME).exists())[2]
+        if interrupted(config, history):  # SIGINT/SIGTERM: neither evaluate the half-trained policy nor go on
+            raise StudyInterrupted(f"{run_dir} stopped at iteration {history[-1]['iteration']}")
         return {"train_return": _final(history, "eval/episode_return"), "env_steps": _final(history, "env_steps")}
     print(f"study: reusing the finished training in {run_dir}", flush=True)
     return {"train_return": float(summary["episode_return"]), "env_steps": float(summary["env_steps"])}
@@ -418,7 +424,11 @@ def run_study(args: argparse.Namespace) -> int:
     budget = BUDGETS[args.budget]
     if args.seeds:
         budget = replace(budget, seeds=args.seeds)
-    run_contact_study(out, budget, resume=args.resume)
+    try:
+        run_contact_study(out, budget, resume=args.resume)
+    except StudyInterrupted as exc:
+        print(f"interrupted ({exc}); continue the study with --resume --out {out}", file=sys.stderr)
+        return 130
     print((out / "study.md").read_text().split("\n## ")[0])
     print(f"wrote {out / 'study.json'}, {out / 'study.md'}, figures and runs/ in {out}")
     return 0
