@@ -36,6 +36,8 @@ def fake_evaluate(run_dir: Path, sim: str, scenarios: tuple) -> dict:
         "yaw_rate_error": error / 2,
         "fall_rate": 0.5 if error > 0.1 else 0.0,
         "push_survival": 0.75,
+        "foot_slip": 0.02,
+        "mean_penetration": 0.004 if sim == "mujoco" else 0.01,
         "scenarios": [],
     }
     (run_dir / f"eval-{sim}").mkdir()
@@ -43,9 +45,9 @@ def fake_evaluate(run_dir: Path, sim: str, scenarios: tuple) -> dict:
     return summary
 
 
-def fake_gradients(models, settings):
-    return {m: {"windows": list(settings.windows), **{k: [0.5] * len(settings.windows) for k in
-                ("batch_cosine", "relative_std", "zo_cosine", "grad_norm")}} for m in models}  # fmt: skip
+def fake_gradients(arms, settings):
+    return {a.name: {"windows": list(settings.windows), **{k: [0.5] * len(settings.windows) for k in
+                ("batch_cosine", "relative_std", "zo_cosine", "grad_norm")}} for a in arms}  # fmt: skip
 
 
 def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
@@ -56,7 +58,7 @@ def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
     assert saved["table"] == json.loads(json.dumps(result["table"]))
     assert set(saved["table"]) == {"hard", "soft", "smooth"} and len(saved["runs"]) == 6
     for run in saved["runs"]:  # own simulator, hard and MuJoCo, each with the required metrics
-        assert {run["model"], "hard", "mujoco"} <= set(run) and all(k in run["mujoco"] for k in SUMMARY_KEYS)
+        assert {"own", "hard", "mujoco"} <= set(run) and all(k in run["mujoco"] for k in SUMMARY_KEYS)
     smooth = saved["table"]["smooth"]
     assert smooth["train_return"]["mean"] == pytest.approx(4.05) and smooth["train_return"]["n"] == 2
     assert saved["table"]["soft"]["lin_vel_error_mujoco"]["mean"] == pytest.approx(0.5)
@@ -65,8 +67,10 @@ def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
     assert claims["soft_mujoco_fall_rate_increase"] == pytest.approx(0.5)
     assert claims["hard_learning_gap_return"] == pytest.approx(3.0)
     assert claims["smooth_mujoco_lin_vel_error_increase"] == pytest.approx(0.0)
-    assert saved["task_overrides"]["soft"] == {"sim_dt": 0.0025} and len(saved["budget"]["scenarios"]) == 19
+    assert saved["task_overrides"]["soft"] == {"contact": "soft", "sim_dt": 0.0025, "soft_stiffness": 2e4, "soft_damping": 200.0}
+    assert len(saved["budget"]["scenarios"]) == 19
     text = (out / "study.md").read_text()
+    assert "| 10.000 ± 0.000 | 4.000 ± 0.000 |" in text  # penetration own sim, MuJoCo in mm
     assert "| contact model | training return |" in text and "| soft |" in text and "learning gap" in text
     assert (out / "transfer.png").stat().st_size > 0 and (out / "gradients.png").stat().st_size > 0
 
@@ -110,10 +114,49 @@ def test_interrupted_study_resumes_without_repeating_finished_work(tmp_path: Pat
 
 def test_study_trains_each_model_on_the_same_budget(tmp_path: Path):
     budget = study.BUDGETS["quick"]
-    configs = [study.train_config(m, s, budget, tmp_path) for m in study.MODELS for s in range(2)]
+    configs = [study.train_config(arm, s, budget, tmp_path) for arm in budget.arms for s in range(2)]
     assert {(c.shac.num_envs, c.shac.horizon, c.shac.iterations) for c in configs} == {(64, 16, 12)}
     assert [c.task.contact for c in configs] == ["hard", "hard", "soft", "soft", "smooth", "smooth"]
     assert len({c.run.out for c in configs}) == 6 and not any(c.run.deploy for c in configs)
+
+
+def test_soft_arms_keep_the_damping_ratio_and_take_their_stable_step():
+    arms = {arm.name: arm for arm in study.BUDGETS["full"].arms}
+    assert list(arms) == ["hard", "soft-2k", "soft-5k", "soft", "smooth"]
+    assert arms["soft-2k"].task == {"sim_dt": 0.005, "soft_stiffness": 2e3, "soft_damping": pytest.approx(200 / 10**0.5)}
+    assert arms["soft"].task["sim_dt"] == 0.0025 and study.soft_arm(4e4).task["sim_dt"] == 0.002
+    for bad in (1e5, 0.0):
+        with pytest.raises(ValueError, match="accepted: > 0 and up to 40000 N/m"):
+            study.soft_arm(bad)
+    args = build_parser().parse_args(["study", "contact", "--out", "x", "--soft-stiffness", "5e3,2e3"])
+    assert args.soft_stiffness == (5e3, 2e3)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["study", "contact", "--out", "x", "--soft-stiffness", "2e3,1e5"])
+
+
+def test_a_sweep_study_claims_per_soft_arm_and_never_reuses_a_stale_evaluation(tmp_path: Path):
+    budget = replace(study.BUDGETS["quick"], seeds=1, soft_stiffnesses=(2e3, 2e4))
+    out = tmp_path / "study"
+    stale = out / "runs" / "soft-2k-seed0" / "eval-mujoco"  # left by an evaluation of a half-trained policy
+    stale.mkdir(parents=True)
+    (stale / "summary.json").write_text(json.dumps({"lin_vel_error": 9.0}))
+    (stale.parent / "checkpoint.msgpack").write_bytes(b"the half-trained policy")
+    result = study.run_contact_study(out, budget, train_fn=fake_train, evaluate_fn=_overwriting(fake_evaluate),
+                                     gradient_fn=fake_gradients, resume=True)  # fmt: skip
+    assert [r["model"] for r in result["runs"]] == ["hard", "soft-2k", "soft", "smooth"]
+    assert result["runs"][1]["mujoco"]["lin_vel_error"] == pytest.approx(0.5)  # evaluated again, not 9.0
+    assert result["claims"]["soft-2k_mujoco_lin_vel_error_increase"] == pytest.approx(0.4)
+    assert "| soft-2k-trained: MuJoCo minus own-sim tracking error (m/s) | +0.400 |" in (out / "study.md").read_text()
+
+
+def _overwriting(evaluate):
+    def wrapped(run_dir, sim, scenarios):
+        import shutil
+
+        shutil.rmtree(run_dir / f"eval-{sim}", ignore_errors=True)
+        return evaluate(run_dir, sim, scenarios)
+
+    return wrapped
 
 
 def test_study_command_line_refuses_an_existing_study(tmp_path: Path, capsys):
@@ -194,11 +237,11 @@ def test_gradient_study_measures_initial_and_trained_and_says_what_separates(tmp
     write_untrained_run(run, SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(8,)))
     seen = []
 
-    def measure(models, settings, loaded=None):
+    def measure(arms, settings, loaded=None):
         seen.append(None if loaded is None else loaded.run_dir)
         cosine = {"hard": 0.1, "soft": 0.6, "smooth": 0.65}  # smooth and soft within their intervals
         return {m: {"windows": [4], "batch_cosine": [cosine[m]], "batch_cosine_ci95": [0.1], "relative_std": [1.0],
-                    "zo_cosine": [0.5], "zo_cosine_ci95": [0.1], "grad_norm": [1.0]} for m in models}  # fmt: skip
+                    "zo_cosine": [0.5], "zo_cosine_ci95": [0.1], "grad_norm": [1.0]} for m in (a.name for a in arms)}  # fmt: skip
 
     result = study.run_gradient_study(tmp_path / "g", run, GradientSettings(windows=(4,)), measure=measure)
     assert seen == [None, run]  # the initial actor, then the run's

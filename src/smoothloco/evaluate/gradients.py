@@ -183,14 +183,14 @@ def contact_gradient_quality(
     """``gradient_quality`` for each contact model, in the task without pushes or randomization:
     of the initial SHAC actor (identity normalizer), or of ``run``'s trained one (a SHAC run,
     in its task at its final sharpness). ``task_overrides(model)`` adds task settings per model
-    (e.g. a smaller step for ``soft``)."""
+    (e.g. a smaller step for ``soft``); with a ``contact`` entry, ``models`` are arm names."""
     if run is not None and run.config.algo != "shac":
         raise ValueError(f"{run.run_dir} is a {run.config.algo} run; the gradient study differentiates SHAC's actor")
     shac = run.config.shac if run else SHACConfig()
     base = replace(run.config.task, sharpness=run.config.final_sharpness) if run else VelocityTaskConfig()
     out = {}
     for model in models:
-        config = base.quiet(contact=model, **(task_overrides(model) if task_overrides else {}))
+        config = base.quiet(**{"contact": model, **(task_overrides(model) if task_overrides else {})})
         task = VelocityTask(config)
         actor = Actor(shac.actor_hidden, task.action_size, shac.init_log_std)
         if run:

@@ -38,11 +38,46 @@ from smoothloco.train.runner import interrupted, train
 from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
-MODELS = ("hard", "soft", "smooth")
 EVAL_SIMS = ("hard", "mujoco")  # besides each policy's own simulator
-# The penalty model diverges at the 5 ms step with random actions and runs at 2.5 ms (README,
-# physics notes); it gets the smaller step, the impulse models the task's default.
-TASK_OVERRIDES: dict[str, dict[str, Any]] = {"soft": {"sim_dt": 0.0025}}
+DEFAULT_SOFT_STIFFNESS = 2.0e4  # N/m, the task's default penalty spring
+DEFAULT_SOFT_DAMPING = 2.0e2  # N·s/m; damping ratio ~0.2 on a foot's ~0.1 kg effective mass
+# The penalty model is explicit in its spring: the largest step measured stable with random
+# actions (no divergence over 5 s in 64 environments, docs/results.md) per stiffness bound.
+# 1e4 N/m diverged at 5 ms, 2e4 at 5 ms, 4e4 at 2.5 ms.
+SOFT_STABLE_STEPS: tuple[tuple[float, float], ...] = ((5.0e3, 0.005), (2.0e4, 0.0025), (4.0e4, 0.002))
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of the study: a contact model and the task settings it trains under."""
+
+    name: str
+    contact: str
+    task: dict[str, Any] = field(default_factory=dict)
+
+
+def soft_arm(stiffness: float) -> Arm:
+    """The penalty model with spring ``stiffness`` (N/m), at the default's damping ratio
+    (damping scaled with the square root of the stiffness) and its largest stable step. The
+    default stiffness is the arm ``soft``; others are named by stiffness (``soft-5k``)."""
+    steps = [dt for bound, dt in SOFT_STABLE_STEPS if stiffness <= bound]
+    if not (stiffness > 0 and steps):
+        raise ValueError(
+            f"soft stiffness {stiffness:g} N/m has no measured stable step; accepted: > 0 and up to "
+            f"{SOFT_STABLE_STEPS[-1][0]:g} N/m"
+        )
+    damping = DEFAULT_SOFT_DAMPING * (stiffness / DEFAULT_SOFT_STIFFNESS) ** 0.5
+    name = "soft" if stiffness == DEFAULT_SOFT_STIFFNESS else f"soft-{stiffness / 1000:g}k"
+    return Arm(name, "soft", {"sim_dt": steps[0], "soft_stiffness": stiffness, "soft_damping": damping})
+
+
+def study_arms(soft_stiffnesses: Sequence[float] = (DEFAULT_SOFT_STIFFNESS,)) -> tuple[Arm, ...]:
+    """``hard``, one ``soft`` arm per stiffness (softest first) and ``smooth``; the impulse models
+    at the task's default step."""
+    return (Arm("hard", "hard"), *(soft_arm(k) for k in sorted(set(soft_stiffnesses))), Arm("smooth", "smooth"))
+
+
+ARMS = study_arms()
 
 
 @dataclass(frozen=True)
@@ -53,6 +88,11 @@ class StudyBudget:
     gradients: GradientSettings = field(default_factory=GradientSettings)
     seeds: int = 2
     scenarios: dict[str, Any] = field(default_factory=dict)  # arguments of ``standard_scenarios``
+    soft_stiffnesses: tuple[float, ...] = (DEFAULT_SOFT_STIFFNESS,)  # N/m, one soft arm each
+
+    @property
+    def arms(self) -> tuple[Arm, ...]:
+        return study_arms(self.soft_stiffnesses)
 
 
 BUDGETS: dict[str, StudyBudget] = {
@@ -66,8 +106,9 @@ BUDGETS: dict[str, StudyBudget] = {
         # 19 of the 47 standard scenarios: the MuJoCo player takes ~1 s of CPU per scenario.
         scenarios={"push_speeds": (1.0,), "push_directions": 4, "mismatches": ((0.5, 5.0), (1.25, -5.0))},
     ),
-    # The default SHAC run (~12 min each on 2 CPU cores, soft at half the step ~25 min): 2 h 14 min measured.
-    "full": StudyBudget(shac={}, gradients=GradientSettings()),
+    # The default SHAC run (~12 min each on 2 CPU cores, soft at 2.5 ms ~20 min) per arm and seed;
+    # the penalty model at three stiffnesses spanning dFlex-style springs, each at its stable step.
+    "full": StudyBudget(shac={}, gradients=GradientSettings(), soft_stiffnesses=(2.0e3, 5.0e3, 2.0e4)),
 }
 
 class StudyInterrupted(RuntimeError):
@@ -79,11 +120,11 @@ EvaluateFn = Callable[[Path, str, tuple], dict]  # (run folder, sim, scenarios) 
 GradientFn = Callable[[Sequence[str], GradientSettings], dict]
 
 
-def train_config(model: str, seed: int, budget: StudyBudget, runs_dir: Path) -> TrainConfig:
+def train_config(arm: Arm, seed: int, budget: StudyBudget, runs_dir: Path) -> TrainConfig:
     return TrainConfig(
-        task=replace(VelocityTaskConfig(), contact=model, **TASK_OVERRIDES.get(model, {})),
+        task=replace(VelocityTaskConfig(), contact=arm.contact, **arm.task),
         shac=replace(SHACConfig(), seed=seed, **budget.shac),
-        run=RunConfig(out=str(runs_dir / f"{model}-seed{seed}"), eval_every=0, deploy=False),
+        run=RunConfig(out=str(runs_dir / f"{arm.name}-seed{seed}"), eval_every=0, deploy=False),
     )
 
 
@@ -94,8 +135,9 @@ def evaluate_and_report(run_dir: Path, sim: str, scenarios: tuple) -> dict:
     return summary
 
 
-def measure_gradients(models: Sequence[str], settings: GradientSettings, run: LoadedRun | None = None) -> dict:
-    return contact_gradient_quality(models, settings, lambda m: TASK_OVERRIDES.get(m, {}), run=run)
+def measure_gradients(arms: Sequence[Arm], settings: GradientSettings, run: LoadedRun | None = None) -> dict:
+    by_name = {arm.name: {"contact": arm.contact, **arm.task} for arm in arms}
+    return contact_gradient_quality(list(by_name), settings, by_name.__getitem__, run=run)
 
 
 def separations(gradients: dict, key: str = "batch_cosine") -> dict[str, list[dict[str, float]]]:
@@ -115,7 +157,7 @@ def separations(gradients: dict, key: str = "batch_cosine") -> dict[str, list[di
 
 
 def run_gradient_study(
-    out: Path, run_dir: Path, settings: GradientSettings, models: Sequence[str] = MODELS, measure=measure_gradients
+    out: Path, run_dir: Path, settings: GradientSettings, arms: Sequence[Arm] = ARMS, measure=measure_gradients
 ) -> dict:
     """Gradient quality through each contact model at the initial actor and at ``run_dir``'s
     trained one; writes ``gradients.json``, ``gradients.md`` and one figure per policy."""
@@ -123,7 +165,7 @@ def run_gradient_study(
     run = load_run(run_dir)
     tic = time.perf_counter()
     result: dict[str, Any] = {"run": str(run_dir), "run_iteration": run.iteration, "settings": settings.__dict__}
-    for policy, measured in (("initial", measure(models, settings)), ("trained", measure(models, settings, run))):
+    for policy, measured in (("initial", measure(arms, settings)), ("trained", measure(arms, settings, run))):
         result[policy] = {"gradients": measured, "separations": separations(measured)}
         plot_gradients(measured, out / f"gradients-{policy}.png", f"{policy} policy")
     result["wall_s"] = time.perf_counter() - tic
@@ -146,7 +188,7 @@ def run_gradient_study(
 def run_contact_study(
     out: Path,
     budget: StudyBudget,
-    models: Sequence[str] = MODELS,
+    arms: Sequence[Arm] | None = None,
     train_fn: TrainFn = train,
     evaluate_fn: EvaluateFn = evaluate_and_report,
     gradient_fn: GradientFn = measure_gradients,
@@ -154,35 +196,44 @@ def run_contact_study(
 ) -> dict:
     """Train, evaluate, measure gradients; write the study files and return ``study.json``'s content.
 
-    With ``resume``, finished trainings and evaluations in ``out`` are reused, not repeated."""
+    ``arms`` default to the budget's. With ``resume``, finished trainings and evaluations in
+    ``out`` are reused, not repeated."""
+    arms = budget.arms if arms is None else arms
     out.mkdir(parents=True, exist_ok=True)
     scenarios = standard_scenarios(**budget.scenarios)
     runs = []
-    for model in models:
+    for arm in arms:
         for seed in range(budget.seeds):
-            config = train_config(model, seed, budget, out / "runs")
+            config = train_config(arm, seed, budget, out / "runs")
             tic = time.perf_counter()
             run_dir = Path(config.run.out)
-            row = {"model": model, "seed": seed, "run": str(run_dir), **_trained(run_dir, config, train_fn, resume)}
-            for sim in dict.fromkeys((model, *EVAL_SIMS)):
-                evaluation = _saved(run_dir / f"eval-{sim}" / "summary.json", resume)
+            trained, reused = _trained(run_dir, config, train_fn, resume)
+            row = {"model": arm.name, "contact": arm.contact, "seed": seed, "run": str(run_dir), **trained}
+            for sim in dict.fromkeys((arm.contact, *EVAL_SIMS)):
+                # A training finished now makes any evaluation left in its folder stale.
+                evaluation = _saved(run_dir / f"eval-{sim}" / "summary.json", resume and reused)
                 evaluation = evaluation or evaluate_fn(run_dir, sim, scenarios)
-                row[sim] = {k: v for k, v in evaluation.items() if k not in ("scenarios", "sim")}
+                metrics = {k: v for k, v in evaluation.items() if k not in ("scenarios", "sim")}
+                if sim == arm.contact:
+                    row["own"] = metrics
+                if sim in EVAL_SIMS:
+                    row[sim] = metrics
             row["seconds"] = time.perf_counter() - tic
             runs.append(row)
-            print(f"study: {model} seed {seed} done in {row['seconds']:.0f} s", flush=True)
-    gradients = gradient_fn(models, budget.gradients)
+            print(f"study: {arm.name} seed {seed} done in {row['seconds']:.0f} s", flush=True)
+    gradients = gradient_fn(arms, budget.gradients)
     study = {
         "budget": {
             "shac": budget.shac,
             "seeds": budget.seeds,
+            "soft_stiffnesses": list(budget.soft_stiffnesses),
             "gradients": budget.gradients.__dict__,
             "scenarios": [s.name for s in scenarios],
         },
-        "task_overrides": {m: TASK_OVERRIDES.get(m, {}) for m in models},
+        "task_overrides": {arm.name: {"contact": arm.contact, **arm.task} for arm in arms},
         "runs": runs,
-        "table": study_table(runs, models),
-        "claims": claims(runs),
+        "table": study_table(runs, [arm.name for arm in arms]),
+        "claims": claims(runs, arms),
         "gradients": gradients,
     }
     (out / "study.json").write_text(json.dumps(study, indent=2, default=float) + "\n")
@@ -196,16 +247,17 @@ def _saved(path: Path, resume: bool) -> dict | None:
     return json.loads(path.read_text()) if resume and path.exists() else None
 
 
-def _trained(run_dir: Path, config, train_fn: TrainFn, resume: bool) -> dict[str, float]:
-    """Train (or, resuming, reuse or continue) one run; its final return and environment steps."""
+def _trained(run_dir: Path, config, train_fn: TrainFn, resume: bool) -> tuple[dict[str, float], bool]:
+    """Train (or, resuming, reuse or continue) one run: its final return and environment steps,
+    and whether a finished training was reused."""
     summary = _saved(run_dir / "summary.json", resume)
     if summary is None:
         history = train_fn(config, resume=resume and (run_dir / CHECKPOINT_NAME).exists())[2]
         if interrupted(config, history):  # SIGINT/SIGTERM: neither evaluate the half-trained policy nor go on
             raise StudyInterrupted(f"{run_dir} stopped at iteration {history[-1]['iteration']}")
-        return {"train_return": _final(history, "eval/episode_return"), "env_steps": _final(history, "env_steps")}
+        return {"train_return": _final(history, "eval/episode_return"), "env_steps": _final(history, "env_steps")}, False
     print(f"study: reusing the finished training in {run_dir}", flush=True)
-    return {"train_return": float(summary["episode_return"]), "env_steps": float(summary["env_steps"])}
+    return {"train_return": float(summary["episode_return"]), "env_steps": float(summary["env_steps"])}, True
 
 
 def _final(history: list[dict], key: str) -> float:
@@ -219,78 +271,76 @@ def _stats(values) -> dict[str, float]:
     return {"mean": nanmean(values), "std": float(finite.std()) if finite.size else float("nan"), "n": int(finite.size)}
 
 
-# (column, where in a run row, metric): the table of the claim.
-TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("train_return", "", "train_return"),
-    ("lin_vel_error_own", "own", "lin_vel_error"),
-    ("lin_vel_error_hard", "hard", "lin_vel_error"),
-    ("lin_vel_error_mujoco", "mujoco", "lin_vel_error"),
-    ("yaw_rate_error_mujoco", "mujoco", "yaw_rate_error"),
-    ("fall_rate_hard", "hard", "fall_rate"),
-    ("fall_rate_mujoco", "mujoco", "fall_rate"),
-    ("push_survival_hard", "hard", "push_survival"),
-    ("push_survival_mujoco", "mujoco", "push_survival"),
+# (column, where in a run row: "" for the training, "own" for the policy's own simulator, metric,
+# header in study.md, scale there): the table of the claims.
+TABLE_COLUMNS: tuple[tuple[str, str, str, str, float], ...] = (
+    ("train_return", "", "train_return", "training return", 1.0),
+    ("lin_vel_error_own", "own", "lin_vel_error", "lin. err. own sim", 1.0),
+    ("lin_vel_error_hard", "hard", "lin_vel_error", "lin. err. hard", 1.0),
+    ("lin_vel_error_mujoco", "mujoco", "lin_vel_error", "lin. err. MuJoCo", 1.0),
+    ("yaw_rate_error_mujoco", "mujoco", "yaw_rate_error", "yaw err. MuJoCo", 1.0),
+    ("fall_rate_hard", "hard", "fall_rate", "falls hard", 1.0),
+    ("fall_rate_mujoco", "mujoco", "fall_rate", "falls MuJoCo", 1.0),
+    ("push_survival_hard", "hard", "push_survival", "push survival hard", 1.0),
+    ("push_survival_mujoco", "mujoco", "push_survival", "push survival MuJoCo", 1.0),
+    ("foot_slip_own", "own", "foot_slip", "foot slip own sim", 1.0),
+    ("foot_slip_mujoco", "mujoco", "foot_slip", "foot slip MuJoCo", 1.0),
+    ("penetration_own", "own", "mean_penetration", "penetration own sim (mm)", 1000.0),
+    ("penetration_mujoco", "mujoco", "mean_penetration", "penetration MuJoCo (mm)", 1000.0),
 )
 
 
 def _value(run: dict, where: str, metric: str) -> float:
     if not where:
         return run[metric]
-    return run[run["model"] if where == "own" else where][metric]
+    # Studies from before the own-simulator key kept it under the contact model's name.
+    return run.get(where, run.get(run["model"], {})).get(metric, float("nan"))
 
 
 def study_table(runs: list[dict], models: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
     """Mean, std and count over seeds of every column, per contact model."""
     return {
-        m: {col: _stats(_value(r, where, metric) for r in runs if r["model"] == m) for col, where, metric in TABLE_COLUMNS}
+        m: {col: _stats(_value(r, where, metric) for r in runs if r["model"] == m) for col, where, metric, *_ in TABLE_COLUMNS}
         for m in models
     }
 
 
-def claims(runs: list[dict]) -> dict[str, float]:
-    """The study's numbers: how much soft-trained policies lose in MuJoCo, how far hard-trained
-    ones stay behind smooth-trained ones, and how much smooth-trained ones lose in MuJoCo."""
+def claims(runs: list[dict], arms: Sequence[Arm]) -> dict[str, float]:
+    """The study's numbers: how much each soft arm's policies lose in MuJoCo, how much
+    smooth-trained ones lose there, and how far hard-trained ones stay behind smooth-trained ones."""
 
     def mean(model: str, where: str, metric: str) -> float:
         return nanmean(_value(r, where, metric) for r in runs if r["model"] == model)
 
-    return {
-        "soft_mujoco_lin_vel_error_increase": mean("soft", "mujoco", "lin_vel_error") - mean("soft", "own", "lin_vel_error"),
-        "soft_mujoco_fall_rate_increase": mean("soft", "mujoco", "fall_rate") - mean("soft", "own", "fall_rate"),
-        "smooth_mujoco_lin_vel_error_increase": mean("smooth", "mujoco", "lin_vel_error")
-        - mean("smooth", "own", "lin_vel_error"),
-        "hard_learning_gap_return": mean("smooth", "", "train_return") - mean("hard", "", "train_return"),
-        "hard_learning_gap_lin_vel_error": mean("hard", "own", "lin_vel_error") - mean("smooth", "own", "lin_vel_error"),
-    }
+    out = {}
+    for name in [arm.name for arm in arms if arm.contact == "soft"] + ["smooth"]:
+        out[f"{name}_mujoco_lin_vel_error_increase"] = mean(name, "mujoco", "lin_vel_error") - mean(name, "own", "lin_vel_error")
+        out[f"{name}_mujoco_fall_rate_increase"] = mean(name, "mujoco", "fall_rate") - mean(name, "own", "fall_rate")
+    out["hard_learning_gap_return"] = mean("smooth", "", "train_return") - mean("hard", "", "train_return")
+    out["hard_learning_gap_lin_vel_error"] = mean("hard", "own", "lin_vel_error") - mean("smooth", "own", "lin_vel_error")
+    return out
 
 
-CLAIM_TEXT = {
-    "soft_mujoco_lin_vel_error_increase": "soft-trained: MuJoCo minus own-sim tracking error (m/s)",
-    "soft_mujoco_fall_rate_increase": "soft-trained: MuJoCo minus own-sim fall rate",
-    "smooth_mujoco_lin_vel_error_increase": "smooth-trained: MuJoCo minus own-sim tracking error (m/s)",
-    "hard_learning_gap_return": "learning gap: smooth-trained minus hard-trained training return",
-    "hard_learning_gap_lin_vel_error": "learning gap: hard-trained minus smooth-trained own-sim tracking error (m/s)",
-}
+def claim_text(key: str) -> str:
+    """A claim's line in study.md."""
+    if key.startswith("hard_learning_gap"):
+        what = "training return" if key.endswith("return") else "own-sim tracking error (m/s)"
+        first, second = ("smooth", "hard") if key.endswith("return") else ("hard", "smooth")
+        return f"learning gap: {first}-trained minus {second}-trained {what}"
+    arm, measure = key.split("_mujoco_")
+    what = "tracking error (m/s)" if measure.startswith("lin_vel") else "fall rate"
+    return f"{arm}-trained: MuJoCo minus own-sim {what}"
 
 
-def _fmt(s: dict[str, float], fmt: str = ".3f") -> str:
+def _fmt(s: dict[str, float], scale: float = 1.0, fmt: str = ".3f") -> str:
     if not np.isfinite(s["mean"]):
         return "–"
-    return f"{s['mean']:{fmt}} ± {s['std']:{fmt}}" if s["n"] > 1 else f"{s['mean']:{fmt}}"
+    mean, std = scale * s["mean"], scale * s["std"]
+    return f"{mean:{fmt}} ± {std:{fmt}}" if s["n"] > 1 else f"{mean:{fmt}}"
 
 
 def study_markdown(study: dict) -> str:
-    headers = [
-        "training return",
-        "lin. err. own sim",
-        "lin. err. hard",
-        "lin. err. MuJoCo",
-        "yaw err. MuJoCo",
-        "falls hard",
-        "falls MuJoCo",
-        "push survival hard",
-        "push survival MuJoCo",
-    ]
+    headers = [header for *_, header, _ in TABLE_COLUMNS]
     lines = [
         "# Contact-model study",
         "",
@@ -301,9 +351,9 @@ def study_markdown(study: dict) -> str:
         "|---|" + "---:|" * len(headers),
     ]
     for model, cols in study["table"].items():
-        lines.append(f"| {model} | " + " | ".join(_fmt(cols[c]) for c, *_ in TABLE_COLUMNS) + " |")
+        lines.append(f"| {model} | " + " | ".join(_fmt(cols[c], scale) for c, *_, scale in TABLE_COLUMNS) + " |")
     lines += ["", "| claim | value |", "|---|---:|"]
-    lines += [f"| {CLAIM_TEXT[k]} | {v:+.3f} |" for k, v in study["claims"].items()]
+    lines += [f"| {claim_text(k)} | {v:+.3f} |" for k, v in study["claims"].items()]
     lines += ["", *gradient_table(study["gradients"], "initial policy")]
     lines += ["", "![transfer](transfer.png)", "", "![gradients](gradients.png)", ""]
     return "\n".join(lines)
@@ -393,12 +443,30 @@ def add_parser(sub) -> None:
     )
     parser.add_argument("--seeds", type=positive_int, help="seeds per contact model (default 2)")
     parser.add_argument(
+        "--soft-stiffness",
+        type=stiffness_list,
+        metavar="K[,K...]",
+        help="contact: the penalty model's spring stiffnesses in N/m, one soft arm each, each at its stable step "
+        f"(up to {SOFT_STABLE_STEPS[-1][0]:g}; default: quick 2e4, full 2e3,5e3,2e4)",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="continue an interrupted study in --out with the same --budget and --seeds: finished trainings and "
         "evaluations are kept, an unfinished training continues from its checkpoint",
     )
     parser.set_defaults(func=run_study)
+
+
+def stiffness_list(text: str) -> tuple[float, ...]:
+    """``2e3,5e3`` -> (2000.0, 5000.0), each with a measured stable step."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+        for value in values:
+            soft_arm(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}" if "N/m" in str(exc) else f"{text!r}: not a comma-separated list of numbers") from None
+    return values
 
 
 def run_study(args: argparse.Namespace) -> int:
@@ -424,6 +492,8 @@ def run_study(args: argparse.Namespace) -> int:
     budget = BUDGETS[args.budget]
     if args.seeds:
         budget = replace(budget, seeds=args.seeds)
+    if args.soft_stiffness:
+        budget = replace(budget, soft_stiffnesses=args.soft_stiffness)
     try:
         run_contact_study(out, budget, resume=args.resume)
     except StudyInterrupted as exc:
