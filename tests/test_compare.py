@@ -94,3 +94,47 @@ def test_compare_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--out", "x", "--budget", "huge"])
     assert "invalid choice: 'huge'" in capsys.readouterr().err
+
+
+def test_ppo_variants_share_the_schedule_and_the_headline_uses_the_most_sample_efficient(tmp_path: Path):
+    variants = ("legged_gym", "more_epochs", "half_batch")
+    configs = compare.run_configs(TINY, seed=0, out=tmp_path, variants=variants)
+    assert list(configs) == ["shac", "ppo", "ppo-more_epochs", "ppo-half_batch"]
+    assert configs["ppo-more_epochs"].ppo.num_updates_per_batch == 10 and configs["ppo-half_batch"].ppo.num_envs == 4
+    ends = {name: c.iterations * c.steps_per_iteration for name, c in configs.items()}
+    every = {name: c.run.eval_every * c.steps_per_iteration for name, c in configs.items()}
+    assert len(set(every.values())) == 1 and ends["ppo-half_batch"] == ends["ppo"] == TINY.ppo_factor * ends["shac"]
+
+    shac_steps = ends["shac"]
+    learn = {"shac": shac_steps / 2, "ppo": shac_steps * 2, "ppo-more_epochs": shac_steps, "ppo-half_batch": 1e12}
+    calls = []
+
+    def trainer(config):  # return rises linearly over ``learn[run]`` environment steps
+        calls.append(Path(config.run.out).name)
+        name = Path(config.run.out).name.rsplit("-seed", 1)[0]
+        return [{"iteration": it, "env_steps": it * config.steps_per_iteration, "train_wall_s": 1e-3 * it,
+                 "eval/episode_return": (ret := 10.0 * min(1.0, it * config.steps_per_iteration / learn[name])),
+                 "eval/lin_vel_error": 1.0 / (1.0 + ret), "eval/yaw_rate_error": 0.1, "eval/fall_rate": 0.0}
+                for it in range(config.run.eval_every, config.iterations + 1, config.run.eval_every)]  # fmt: skip
+
+    result = compare.compare(tmp_path, TINY, seeds=1, trainer=trainer, variants=variants)
+    assert calls == ["shac-seed0", "ppo-seed0", "ppo-more_epochs-seed0", "ppo-half_batch-seed0"]
+    # Walking needs a return >= 5.67: SHAC at q = 1/2 of its run, more_epochs at q = 3/4, legged_gym at 5/4.
+    assert result["ppo_variant"] == "more_epochs" and result["ppo_config"]["num_minibatches"] == 8
+    assert result["env_steps_ratio_ppo_over_shac"] == pytest.approx(1.5)
+    table = result["ppo_variants"]
+    assert table["legged_gym"]["walking"]["env_steps_ratio_ppo_over_shac"] == pytest.approx(2.5)
+    assert table["half_batch"]["walking"]["ppo_reached_threshold"] is False
+    text = (tmp_path / "compare.md").read_text()
+    assert "| more_epochs | num_minibatches 8, num_updates_per_batch 10 |" in text and "| half_batch | num_envs 4 |" in text
+
+
+def test_an_interrupted_training_stops_the_comparison(tmp_path: Path, monkeypatch):
+    """A SIGTERM'd training returns early with its checkpoint: the comparison must stop, not
+    count the half-trained run."""
+    config = compare.run_configs(TINY, 0, tmp_path)["shac"]
+    monkeypatch.setattr(compare, "train", lambda c, resume: (None, None, [{"iteration": 1}]))
+    with pytest.raises(compare.ComparisonInterrupted, match="stopped at iteration 1"):
+        compare.default_trainer(config)
+    with pytest.raises(SystemExit):
+        main(["compare", "--out", "x", "--ppo-variants", "legged_gym,fastest"])

@@ -11,7 +11,10 @@ evaluation that meets it:
 - ``return``: 90 % of SHAC's final evaluation return, on the seed-mean return curve.
 
 The tables say how many environment steps and how much training wall-clock (evaluation time
-left out, compilation included) each algorithm needs, and their PPO / SHAC ratios.
+left out, compilation included) each algorithm needs, and their PPO / SHAC ratios. PPO can run
+in several settings (``--ppo-variants``: legged_gym's, and variants that spend each sample on
+more gradient steps); the headline ratio uses the one that walks in the fewest environment
+steps on every seed, and the table lists them all.
 """
 
 from __future__ import annotations
@@ -23,15 +26,16 @@ import math
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from smoothloco import plotting
 from smoothloco.argtypes import positive_int
+from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.ppo import PPOConfig
-from smoothloco.train.run_folder import SUMMARY_NAME
-from smoothloco.train.runner import train
+from smoothloco.train.run_folder import SUMMARY_NAME, RunFolderError
+from smoothloco.train.runner import interrupted, train
 from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig
 from smoothloco.train.shac import SHACConfig
 
@@ -60,28 +64,49 @@ BUDGETS = {
     "full": Budget(num_envs=256, evals=8, interval_multiple=16, ppo_factor=4, eval_seconds=5.0, seeds=3),
 }
 
+# PPO settings the comparison can run. legged_gym's is the default; the others spend each sample
+# on more gradient steps, PPO's usual levers of sample efficiency: 4x the minibatch updates per
+# batch, or half the batch (so twice the updates per sample).
+PPO_VARIANTS: dict[str, Callable[[PPOConfig], PPOConfig]] = {
+    "legged_gym": lambda c: c,
+    "more_epochs": lambda c: replace(c, num_updates_per_batch=2 * c.num_updates_per_batch, num_minibatches=2 * c.num_minibatches),
+    "half_batch": lambda c: replace(c, num_envs=c.num_envs // 2),
+}
+
 Trainer = Callable[[TrainConfig], list[dict]]  # a finished run's metrics rows
 
 
-def run_configs(budget: Budget, seed: int, out: Path) -> dict[str, TrainConfig]:
-    """One SHAC and one PPO config whose evaluations fall on the same environment steps."""
+def run_name(variant: str) -> str:
+    """The run (and folder prefix) of a PPO variant: ``ppo`` for legged_gym's settings."""
+    return "ppo" if variant == "legged_gym" else f"ppo-{variant}"
+
+
+def run_configs(budget: Budget, seed: int, out: Path, variants: tuple[str, ...] = ("legged_gym",)) -> dict[str, TrainConfig]:
+    """SHAC and each PPO variant's config, keyed by run name, all evaluated on the same
+    environment steps."""
+    unknown = [v for v in variants if v not in PPO_VARIANTS]
+    if unknown or not variants:
+        raise ValueError(f"unknown PPO variant(s) {', '.join(unknown) or '(none given)'}; accepted: {', '.join(PPO_VARIANTS)}")
     shac = SHACConfig(num_envs=budget.num_envs, seed=seed)
-    ppo = PPOConfig(num_envs=budget.num_envs, seed=seed)
-    shac_steps, ppo_steps = shac.num_envs * shac.horizon, ppo.steps_per_iteration
-    interval = math.lcm(shac_steps, ppo_steps) * budget.interval_multiple
-    every = {"shac": interval // shac_steps, "ppo": interval // ppo_steps}
+    ppos = {run_name(v): PPO_VARIANTS[v](PPOConfig(num_envs=budget.num_envs, seed=seed)) for v in variants}
+    per_iteration = {"shac": shac.num_envs * shac.horizon, **{name: c.steps_per_iteration for name, c in ppos.items()}}
+    interval = math.lcm(*per_iteration.values()) * budget.interval_multiple
+    every = {name: interval // steps for name, steps in per_iteration.items()}
     shac = replace(shac, iterations=every["shac"] * budget.evals)
-    ppo = replace(ppo, iterations=every["ppo"] * budget.evals * budget.ppo_factor)
     configs = {}
-    for algo in ALGORITHMS:
+    for name in every:
         run = RunConfig(
-            out=str(out / f"{algo}-seed{seed}"),
-            eval_every=every[algo],
-            checkpoint_every=every[algo],
+            out=str(out / f"{name}-seed{seed}"),
+            eval_every=every[name],
+            checkpoint_every=every[name],
             eval_seconds=budget.eval_seconds,
             deploy=False,
         )
-        configs[algo] = TrainConfig(algo=algo, shac=shac, ppo=ppo, run=run)
+        if name == "shac":
+            configs[name] = TrainConfig(algo="shac", shac=shac, ppo=next(iter(ppos.values())), run=run)
+        else:
+            ppo = replace(ppos[name], iterations=every[name] * budget.evals * budget.ppo_factor)
+            configs[name] = TrainConfig(algo="ppo", shac=shac, ppo=ppo, run=run)
     return configs
 
 
@@ -92,29 +117,59 @@ def default_trainer(config: TrainConfig) -> list[dict]:
         print(f"reusing the finished run in {run_dir}", flush=True)
         with (run_dir / "metrics.csv").open() as f:
             return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
-    if run_dir.exists():
-        raise FileExistsError(f"{run_dir} holds an unfinished run; remove it to train it again")
-    return train(config)[2]
+    history = train(config, resume=(run_dir / CHECKPOINT_NAME).is_file())[2]  # an interrupted run continues
+    if interrupted(config, history):
+        raise ComparisonInterrupted(f"{run_dir} stopped at iteration {history[-1]['iteration']}")
+    return history
 
 
-def compare(out: Path, budget: Budget, seeds: int, trainer: Trainer = default_trainer) -> dict:
-    """Train both algorithms on ``seeds`` seeds and write ``compare.json``, ``compare.md`` and
-    ``compare.png`` to ``out``; returns what ``compare.json`` holds."""
+class ComparisonInterrupted(RuntimeError):
+    """A training was stopped by SIGINT/SIGTERM; its checkpoint continues it on the next call."""
+
+
+def compare(
+    out: Path, budget: Budget, seeds: int, trainer: Trainer = default_trainer, variants: tuple[str, ...] = ("legged_gym",)
+) -> dict:
+    """Train SHAC and each PPO variant on ``seeds`` seeds and write ``compare.json``,
+    ``compare.md`` and ``compare.png`` to ``out``; returns what ``compare.json`` holds."""
     if seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {seeds}")
     out.mkdir(parents=True, exist_ok=True)
-    evaluations: dict[str, list[list[dict]]] = {algo: [] for algo in ALGORITHMS}
+    evaluations: dict[str, list[list[dict]]] = {}
     for seed in range(seeds):
-        for algo, config in run_configs(budget, seed, out).items():
+        for name, config in run_configs(budget, seed, out, variants).items():
             history = trainer(config)
-            evaluations[algo].append([row for row in history if "eval/episode_return" in row])
-    curves = {algo: _curves(runs) for algo, runs in evaluations.items()}
-    ppo_config = {k: v for k, v in asdict(run_configs(budget, 0, out)["ppo"].ppo).items() if k != "seed"}
-    result = _summarize(curves, budget, seeds, ppo_config)
+            evaluations.setdefault(name, []).append([row for row in history if "eval/episode_return" in row])
+    curves = {name: _curves(runs) for name, runs in evaluations.items()}
+    configs = run_configs(budget, 0, out, variants)
+    summaries = {
+        v: _summarize({"shac": curves["shac"], "ppo": curves[run_name(v)]}, budget, seeds, _ppo_settings(configs[run_name(v)]))
+        for v in variants
+    }
+    result = _with_variants(summaries)
     (out / "compare.json").write_text(json.dumps(result, indent=2))
     (out / "compare.md").write_text(_markdown(result))
     _plot(out / "compare.png", curves, result["thresholds"]["return"]["value"])
     return result
+
+
+def _ppo_settings(config: TrainConfig) -> dict[str, Any]:
+    return {k: v for k, v in asdict(config.ppo).items() if k != "seed"}
+
+
+def _with_variants(summaries: dict[str, dict]) -> dict:
+    """The headline: the variant that walks in the fewest environment steps on every seed (the
+    first listed when none does), with every variant's thresholds and ratios beside it."""
+    walking = {v: s["thresholds"]["walking"]["ppo"] for v, s in summaries.items()}
+    reached = [v for v in summaries if walking[v]["reached_threshold"]]
+    best = min(reached, key=lambda v: walking[v]["env_steps"]) if reached else next(iter(summaries))
+    table = {}
+    for variant, s in summaries.items():
+        table[variant] = {"ppo_config": s["ppo_config"], "ppo": s["ppo"]}
+        for kind, t in s["thresholds"].items():
+            ratios = {k: v for k, v in t.items() if "ratio" in k}
+            table[variant][kind] = {**ratios, **{f"ppo_{k}": v for k, v in t["ppo"].items()}}
+    return {**summaries[best], "ppo_variant": best, "ppo_variants": table}
 
 
 def _curves(runs: list[list[dict]]) -> dict[str, list[float]]:
@@ -289,6 +344,21 @@ def _markdown(r: dict) -> str:
             )
         else:
             lines.append("SHAC did not reach the threshold, so there is no ratio.")
+    if len(r["ppo_variants"]) > 1:
+        lines += ["", "## PPO settings", "", f"The ratios above use `{r['ppo_variant']}`, the settings that walk in the "
+                  "fewest environment steps on every seed. Changes from legged_gym's settings, and each one's ratios:", "",
+                  "| PPO settings | changes | env steps to walking (per seed) | PPO / SHAC steps, walking "
+                  "| env steps to 90 % return | PPO / SHAC steps, return |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
+        legged_gym = _ppo_settings(run_configs(Budget(**r["budget"]), 0, Path("."))["ppo"])
+        for variant, v in r["ppo_variants"].items():
+            walking, by_return = v["walking"], v["return"]
+            per_seed = ", ".join(fmt(x, ",") for x in v["walking"]["ppo_per_seed_env_steps"])
+            changes = ", ".join(f"{k} {x}" for k, x in v["ppo_config"].items() if x != legged_gym[k] and k != "iterations")
+            changes = changes or "none"
+            lines.append(
+                f"| {variant} | {changes} | {per_seed} | {fmt(walking['env_steps_ratio_ppo_over_shac'], '.1f')} "
+                f"| {fmt(by_return['ppo_env_steps'], ',.0f')} | {fmt(by_return['env_steps_ratio_ppo_over_shac'], '.1f')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -304,7 +374,7 @@ def _plot(path: Path, curves: dict[str, dict], threshold: float) -> None:
             ax = axes[row, col]
             for i, (algo, c) in enumerate(curves.items()):
                 x = np.asarray(c[x_key]) / scale
-                ax.plot(x, c[f"{metric}_mean"], "o-", ms=3, color=f"C{i}", label=f"{algo.upper()} (mean)")
+                ax.plot(x, c[f"{metric}_mean"], "o-", ms=3, color=f"C{i}", label=f"{algo.upper().replace('-', ' ')} (mean)")
                 ax.fill_between(x, c[f"{metric}_min"], c[f"{metric}_max"], color=f"C{i}", alpha=0.2)
             if metric == "episode_return":
                 ax.axhline(threshold, color="k", ls="--", lw=1, label="threshold")
@@ -332,15 +402,41 @@ def add_parser(sub) -> None:
         help="quick: minutes, no walking policies; full: the default settings, about 25 min per seed on 2 CPU cores (default quick)",
     )
     parser.add_argument("--seeds", type=positive_int, metavar="N", help="seeds per algorithm (default: the budget's)")
+    parser.add_argument(
+        "--ppo-variants",
+        type=variant_list,
+        default=("legged_gym",),
+        metavar="NAME[,NAME...]",
+        help=f"PPO settings to run, each on every seed: {', '.join(PPO_VARIANTS)} (default legged_gym)",
+    )
+    parser.add_argument(
+        "--ppo-factor",
+        type=positive_int,
+        metavar="N",
+        help="PPO's environment steps as a multiple of SHAC's (default: the budget's, full 4)",
+    )
     parser.set_defaults(func=run_compare)
+
+
+def variant_list(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(text.split(",")))
+    unknown = [n for n in names if n not in PPO_VARIANTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown PPO variant(s) {', '.join(unknown)}; accepted: {', '.join(PPO_VARIANTS)}")
+    return names
 
 
 def run_compare(args: argparse.Namespace) -> int:
     budget = BUDGETS[args.budget]
+    if args.ppo_factor:
+        budget = replace(budget, ppo_factor=args.ppo_factor)
     try:
-        compare(Path(args.out), budget, args.seeds or budget.seeds)
-    except FileExistsError as exc:
+        compare(Path(args.out), budget, args.seeds or budget.seeds, variants=args.ppo_variants)
+    except (RunFolderError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ComparisonInterrupted as exc:
+        print(f"interrupted ({exc}); the same command continues it", file=sys.stderr)
+        return 130
     print((Path(args.out) / "compare.md").read_text())
     return 0
