@@ -154,3 +154,18 @@ def test_robot_check_fails_a_robot_too_weak_to_stand():
     weak = replace(load_robot("go2"), kp=2.0, kd=0.1)  # 2 N·m/rad cannot hold 15 kg up
     report = check_robot(weak)
     assert any("does not stand" in p for p in report["problems"])
+
+
+def test_a_spec_states_the_motor_envelope_or_leaves_it_out(tmp_path):
+    spec = load_robot("go2")
+    assert spec.velocity_limit is None and np.array_equal(spec.saturation_torque, spec.torque_limit)
+    text = (ASSETS / "go2.toml").read_text().replace('mjcf = "go2.xml"', f'mjcf = "{ASSETS / "go2.xml"}"')
+    top = lambda line: text.replace("[task]", f"{line}\n[task]", 1)  # noqa: E731 (a top-level key)
+    (tmp_path / "with.toml").write_text(top("velocity_limit = 30.1"))
+    assert np.allclose(load_spec_file(tmp_path / "with.toml").velocity_limit, 30.1)
+    (tmp_path / "half.toml").write_text(top("saturation_torque = 30.0"))
+    with pytest.raises(RobotSpecError, match="needs velocity_limit"):
+        load_spec_file(tmp_path / "half.toml")
+    (tmp_path / "bad.toml").write_text(top("velocity_limit = -1.0"))
+    with pytest.raises(RobotSpecError, match="velocity_limit: expected one or 12 finite positive numbers"):
+        load_spec_file(tmp_path / "bad.toml")

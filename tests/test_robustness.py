@@ -59,3 +59,50 @@ def test_sensor_noise_follows_the_policy_observation():
     assert np.allclose(full[:3], 0.2)
     noisy = robustness.conditions(VelocityTaskConfig(observe_base_lin_vel=False))
     assert noisy["all combined"].imperfections.obs_noise.shape == (47,)
+
+
+def test_the_motor_envelope_caps_driving_torque_by_speed_as_the_simulator_does(player: Player):
+    """ANYmal's drives (120 N·m saturation, 7.5 rad/s, 80 N·m limit): full torque up to 2.5 rad/s,
+    then linearly less while driving; braking keeps the limit. Player and simulator agree."""
+    import jax.numpy as jnp
+
+    from smoothloco.sim.step import motor_torque_bounds
+
+    velocity = np.array([0.0, 2.5, 5.0, 7.5, 10.0, -5.0])
+    lower, upper = motor_torque_bounds(80.0, 120.0, 7.5, jnp.asarray(velocity))
+    np.testing.assert_allclose(upper, [80, 80, 40, 0, 0, 80], atol=1e-5)
+    np.testing.assert_allclose(lower, [-80, -80, -80, -80, -80, -40], atol=1e-5)
+    assert player.velocity_limit is not None and not player.trained_with_envelope
+
+    class Data:  # the two fields the player's torque reads
+        qpos = np.zeros(7 + 12)
+        qvel = np.zeros(6 + 12)
+
+    data = Data()
+    data.qvel[6:] = np.resize(velocity, 12)
+    target = np.full(12, 10.0)  # far away: the PD asks for more than any motor gives
+    flat = player._torque(data, target, 1.0, envelope=False)
+    capped = player._torque(data, target, 1.0, envelope=True)
+    np.testing.assert_allclose(flat, 80.0)
+    np.testing.assert_allclose(capped, np.resize(np.asarray(upper), 12), atol=1e-5)
+    np.testing.assert_allclose(player._torque(data, -target, 0.5, envelope=True), 0.5 * np.resize(np.asarray(lower), 12), atol=1e-5)
+    assert "motor torque-speed envelope" in robustness.CONDITIONS
+    assert robustness.CONDITIONS["all combined"].imperfections.motor_envelope
+
+
+def test_a_robot_without_an_envelope_gets_none_in_the_suite_or_the_task():
+    from dataclasses import replace
+
+    from smoothloco.robot import load_robot
+    from smoothloco.sim import make_sim
+    from smoothloco.tasks import VelocityTaskConfig
+
+    go2 = VelocityTaskConfig.for_robot("go2")
+    assert "motor torque-speed envelope" not in robustness.conditions(go2)
+    assert not robustness.conditions(go2)["all combined"].imperfections.motor_envelope
+    with pytest.raises(ValueError, match="states no torque-speed envelope"):
+        make_sim(load_robot("go2"), motor_envelope=True)
+    anymal = load_robot("anymal_c")
+    assert np.all(np.isinf(np.asarray(make_sim(anymal).velocity_limit)))  # off unless the task asks
+    assert np.allclose(make_sim(anymal, motor_envelope=True).velocity_limit, 7.5)
+    assert replace(VelocityTaskConfig(), motor_envelope=True).motor_envelope

@@ -187,6 +187,11 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "kd": np.asarray(sim.kd).tolist(),
             "torque_limit": np.asarray(sim.torque_limit).tolist(),
         },
+        "motors": {
+            "saturation_torque": [] if robot.velocity_limit is None else robot.saturation_torque.tolist(),
+            "velocity_limit": [] if robot.velocity_limit is None else robot.velocity_limit.tolist(),
+            "trained_with_envelope": cfg.motor_envelope,
+        },
         "timing": {"control_dt": cfg.control_dt, "sim_dt": cfg.sim_dt},
         "termination": {
             "min_base_height": cfg.min_base_height,

@@ -46,7 +46,9 @@ import numpy as np
 import onnxruntime
 
 CONTRACT_FORMAT = "smoothloco-policy"
-CONTRACT_VERSION = 3  # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing
+# 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing;
+# 4: the "motors" section (torque-speed envelope)
+CONTRACT_VERSION = 4
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 
 SOLREF_STEPS = 2.0  # contact time constant in simulation steps
@@ -78,6 +80,10 @@ CONTRACT_SCHEMA: Schema = {
     # is at most standing_command (the phase keeps running).
     "gait": {"frequency": float, "swing_offsets": list, "hide_clock_when_standing": bool, "standing_command": float},
     "joints": {"names": list, "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
+    # The motors' DC torque-speed envelope where the robot states one (empty lists where not):
+    # driving torque falls linearly from saturation_torque at rest to 0 at velocity_limit (rad/s),
+    # within torque_limit. A policy trained with it runs with it; others get it as an imperfection.
+    "motors": {"saturation_torque": list, "velocity_limit": list, "trained_with_envelope": bool},
     "timing": {"control_dt": float, "sim_dt": float},
     "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list},
     "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list, "initial_base_height": float},
@@ -97,14 +103,16 @@ class Imperfections(NamedTuple):
     """What a real robot adds to the nominal simulation, for robustness checks (all off by
     default): a control delay before joint targets reach the motors (s, applied at the
     simulation step), uniform observation noise (per observation entry, in observation units),
-    motor strength (torque and its limit scaled) and MuJoCo's default contact (pyramidal cone,
-    impratio 1) instead of the stiff settings. (A NamedTuple, not a dataclass: the player must
-    load from its file alone, without being registered as a module.)"""
+    motor strength (torque and its limit scaled), MuJoCo's default contact (pyramidal cone,
+    impratio 1) instead of the stiff settings, and the motors' torque-speed envelope for a
+    policy trained without it. (A NamedTuple, not a dataclass: the player must load from its
+    file alone, without being registered as a module.)"""
 
     action_delay: float = 0.0
     obs_noise: np.ndarray | None = None
     motor_strength: float = 1.0
     default_contact: bool = False
+    motor_envelope: bool = False
     seed: int = 0
 
 
@@ -217,6 +225,7 @@ class Player:
                 f"this player reads {CONTRACT_FORMAT!r} version {CONTRACT_VERSION}"
             )
         self._load_robot(c["robot"], c["joints"], c["termination"])
+        self._load_motors(c["motors"])
         self._load_timing(c["timing"])
         self._load_observation(c["observation"], c["action"])
         self._load_gait(c["gait"])
@@ -278,6 +287,18 @@ class Player:
         if index < 0:
             raise PolicyContractError(f"{field}: no {kind} named {name!r} in the robot model")
         return index
+
+    def _load_motors(self, motors: dict) -> None:
+        self.trained_with_envelope = motors["trained_with_envelope"]
+        self.saturation_torque = self.velocity_limit = None
+        if motors["velocity_limit"] or motors["saturation_torque"]:
+            n = len(self.kp)
+            self.saturation_torque = _number_list(motors["saturation_torque"], n, "motors.saturation_torque")
+            self.velocity_limit = _number_list(motors["velocity_limit"], n, "motors.velocity_limit")
+            if not np.all(self.velocity_limit > 0):
+                raise PolicyContractError(f"policy.json: motors.velocity_limit must be > 0 rad/s, got {motors['velocity_limit']}")
+        elif self.trained_with_envelope:
+            raise PolicyContractError("policy.json: motors.trained_with_envelope is true but the envelope is empty")
 
     def _load_timing(self, timing: dict) -> None:
         self.control_dt, self.sim_dt = float(timing["control_dt"]), float(timing["sim_dt"])
@@ -435,6 +456,8 @@ class Player:
             raise ValueError(f"action_delay must be >= 0 s, got {imperfections.action_delay}")
         if not (math.isfinite(imperfections.motor_strength) and imperfections.motor_strength > 0):
             raise ValueError(f"motor_strength must be > 0, got {imperfections.motor_strength}")
+        if imperfections.motor_envelope and self.velocity_limit is None:
+            raise ValueError("motor_envelope: policy.json states no torque-speed envelope (motors.velocity_limit is empty)")
         rng = np.random.default_rng(imperfections.seed)
         delay_steps = round(imperfections.action_delay / self.sim_dt)
         data = mujoco.MjData(model)
@@ -463,6 +486,7 @@ class Player:
         fallen = False
         next_frame = 0.0
         strength = imperfections.motor_strength
+        envelope = self.trained_with_envelope or imperfections.motor_envelope
         # Joint targets in flight to the motors, one per simulation step: a delay of d steps
         # applies the target computed d steps earlier (the standing pose before the first).
         in_flight = collections.deque([self.default_pose.copy()] * delay_steps)
@@ -479,14 +503,14 @@ class Player:
             target = self.default_pose + self.action_scale * action + self.gait_offset(phase)
             fallen = fallen or self._fallen(data, state)
             applied = in_flight[0] if delay_steps else target
-            self._record(traj, k, model, data, state, strength * self._torque(data, applied), fallen)
+            self._record(traj, k, model, data, state, self._torque(data, applied, strength, envelope), fallen)
             for substep in range(self.substeps):
                 if substep:
                     mujoco.mj_step1(model, data)
                 if delay_steps:
                     in_flight.append(target)
                     applied = in_flight.popleft()
-                data.qfrc_applied[self.dof_ids] = strength * self._torque(data, applied)
+                data.qfrc_applied[self.dof_ids] = self._torque(data, applied, strength, envelope)
                 if frame_callback is not None and data.time >= next_frame - 1e-9:
                     frame_callback(model, data, command)
                     next_frame += 1.0 / FRAME_RATE
@@ -495,9 +519,18 @@ class Player:
             phase = (phase + self.gait_frequency * self.control_dt) % 1.0
         return traj
 
-    def _torque(self, data: mujoco.MjData, target: np.ndarray) -> np.ndarray:
-        raw = self.kp * (target - data.qpos[self.qpos_ids]) - self.kd * data.qvel[self.dof_ids]
-        return np.clip(raw, -self.torque_limit, self.torque_limit)
+    def _torque(self, data: mujoco.MjData, target: np.ndarray, strength: float, envelope: bool) -> np.ndarray:
+        """PD torque scaled by motor strength, within the torque limit or the motors' envelope."""
+        velocity = data.qvel[self.dof_ids]
+        raw = strength * (self.kp * (target - data.qpos[self.qpos_ids]) - self.kd * velocity)
+        if not envelope:
+            return np.clip(raw, -strength * self.torque_limit, strength * self.torque_limit)
+        # The simulator's envelope (sim.step.motor_torque_bounds), stated here for a player that
+        # runs without smoothloco installed.
+        ratio = velocity / self.velocity_limit
+        upper = np.clip(self.saturation_torque * (1.0 - ratio), 0.0, self.torque_limit)
+        lower = np.clip(self.saturation_torque * (-1.0 - ratio), -self.torque_limit, 0.0)
+        return np.clip(raw, strength * lower, strength * upper)
 
     def _fallen(self, data: mujoco.MjData, state: _State) -> bool:
         """The task's termination: base low, tilted, a knee at the ground, or a diverged simulation."""

@@ -17,6 +17,7 @@ from smoothloco import plotting
 from smoothloco.deploy.player import Imperfections
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
+from smoothloco.robot import load_robot
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.tasks.velocity import observation_noise, observation_scales
 
@@ -39,23 +40,29 @@ def sensor_noise(task: VelocityTaskConfig | None = None) -> np.ndarray:
 
 
 def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
-    """The suite for a policy trained on ``task`` (the default observation without one)."""
+    """The suite for a policy trained on ``task`` (the default observation without one); the
+    motors' torque-speed envelope where its robot states one."""
     noise = sensor_noise(task)
-    return {
+    envelope = load_robot((task or VelocityTaskConfig()).robot).velocity_limit is not None
+    suite = {
         "nominal": Condition(),
         "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
         "control delay 20 ms": Condition(Imperfections(action_delay=0.020)),
         "sensor noise (legged_gym levels)": Condition(Imperfections(obs_noise=noise)),
         "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
+        "motor torque-speed envelope": Condition(Imperfections(motor_envelope=True)),
         "friction 0.3": Condition(friction=0.3),
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
         "pushes 1.5 m/s": Condition(push_speed=1.5),
         "all combined": Condition(
-            Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True),
+            Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope),
             friction=0.4,
             push_speed=1.5,
         ),
     }
+    if not envelope:
+        del suite["motor torque-speed envelope"]
+    return suite
 
 
 CONDITIONS = conditions()

@@ -146,5 +146,9 @@ def anymal_c() -> RobotSpec:
         kp=80.0,
         kd=2.0,
         torque_limit=80.0,
+        # ANYdrive 3's DC envelope as Isaac Lab models ANYmal C's drives: 120 N·m saturation,
+        # 7.5 rad/s; the full 80 N·m up to 2.5 rad/s
+        saturation_torque=120.0,
+        velocity_limit=7.5,
         name="anymal_c",
     )

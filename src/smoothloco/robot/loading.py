@@ -10,6 +10,8 @@ The spec file names its MJCF (relative to the spec file) and states what the mod
     kp = 20.0                                          # N·m/rad, one number or one per joint
     kd = 0.5                                           # N·m·s/rad
     torque_limit = [23.7, 23.7, 45.4, ...]             # N·m
+    velocity_limit = 30.0                              # optional, rad/s: the motors' torque-speed envelope
+    saturation_torque = 23.7                           # optional, N·m, with velocity_limit (default torque_limit)
 
     [task]                                             # task settings that scale with the robot
     base_height_target = 0.30
@@ -40,9 +42,11 @@ SPEC_KEYS = {
     "kp": (int, float, list),
     "kd": (int, float, list),
     "torque_limit": (int, float, list),
+    "saturation_torque": (int, float, list),
+    "velocity_limit": (int, float, list),
     "task": dict,
 }
-OPTIONAL_KEYS = {"task"}
+OPTIONAL_KEYS = {"task", "saturation_torque", "velocity_limit"}
 
 
 def is_spec_path(name_or_path: str) -> bool:
@@ -94,6 +98,8 @@ def load_spec_file(path: Path) -> RobotSpec:
             kp=table["kp"],
             kd=table["kd"],
             torque_limit=table["torque_limit"],
+            saturation_torque=table.get("saturation_torque"),
+            velocity_limit=table.get("velocity_limit"),
             name=path.stem,
             task_defaults=table.get("task", {}),
         )

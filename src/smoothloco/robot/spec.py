@@ -31,7 +31,11 @@ class RobotSpecError(ValueError):
 @dataclass(frozen=True)
 class RobotSpec:
     """A quadruped as the task and the deployment contract see it. ``kp``, ``kd`` and
-    ``torque_limit`` are per joint (a single number is broadcast)."""
+    ``torque_limit`` are per joint (a single number is broadcast).
+
+    The motors' DC torque–speed envelope, where the robot states one (``velocity_limit``): the
+    torque a motor can drive with falls linearly from ``saturation_torque`` at rest to zero at
+    ``velocity_limit``, and never exceeds ``torque_limit`` (Isaac Lab's ``DCMotor`` model)."""
 
     xml: str
     joint_names: tuple[str, ...]
@@ -43,6 +47,8 @@ class RobotSpec:
     kp: np.ndarray | float = 80.0
     kd: np.ndarray | float = 2.0
     torque_limit: np.ndarray | float = 80.0
+    saturation_torque: np.ndarray | float | None = None  # N·m, the torque_limit where not given
+    velocity_limit: np.ndarray | float | None = None  # rad/s; None: no envelope, the torque limit only
     joint_lower: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
     joint_upper: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
     name: str = "robot"
@@ -52,8 +58,12 @@ class RobotSpec:
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
-        for gain in ("kp", "kd", "torque_limit"):
-            object.__setattr__(self, gain, np.broadcast_to(np.asarray(getattr(self, gain), float), (n,)).copy())
+        if self.saturation_torque is None:
+            object.__setattr__(self, "saturation_torque", self.torque_limit)
+        for gain in ("kp", "kd", "torque_limit", "saturation_torque", "velocity_limit"):
+            value = getattr(self, gain)
+            if value is not None:
+                object.__setattr__(self, gain, np.broadcast_to(np.asarray(value, float), (n,)).copy())
         object.__setattr__(self, "task_defaults", MappingProxyType(dict(self.task_defaults)))
 
     @property
@@ -114,6 +124,8 @@ def make_spec(
     kd: float | Sequence[float],
     torque_limit: float | Sequence[float],
     name: str = "robot",
+    saturation_torque: float | Sequence[float] | None = None,
+    velocity_limit: float | Sequence[float] | None = None,
     task_defaults: Mapping | None = None,
 ) -> RobotSpec:
     """A checked ``RobotSpec``: the model loads, is a tree the simulator takes, has a ground
@@ -136,8 +148,11 @@ def make_spec(
     if not np.any((model.geom_bodyid == 0) & (model.geom_type == mujoco.mjtGeom.mjGEOM_PLANE)):
         raise RobotSpecError('the model has no ground: add <geom type="plane" size="0 0 0.05"/> to <worldbody>')
     pose = _numbers("default_pose", default_pose, n)
+    if saturation_torque is not None and velocity_limit is None:
+        raise RobotSpecError("saturation_torque: the torque-speed envelope needs velocity_limit (rad/s) too")
     gains = {key: _numbers(key, value, n, positive=True) for key, value in
-             (("kp", kp), ("kd", kd), ("torque_limit", torque_limit))}  # fmt: skip
+             (("kp", kp), ("kd", kd), ("torque_limit", torque_limit), ("saturation_torque", saturation_torque),
+              ("velocity_limit", velocity_limit)) if value is not None}  # fmt: skip
     lower, upper = _joint_ranges(model, joint_names)
     outside = [f"{j} = {p:g} not in [{lo:g}, {hi:g}]" for j, p, lo, hi in zip(joint_names, pose, lower, upper)
                if not lo <= p <= hi]  # fmt: skip

@@ -70,6 +70,10 @@ class Sim:
     kd: jax.Array  # (n_joints,)
     motor_strength: jax.Array  # (n_joints,) multiplies the PD torque
     torque_limit: jax.Array  # (n_joints,)
+    # (n_joints,) the motors' torque-speed envelope (``RobotSpec``); an infinite velocity limit
+    # leaves the torque limit alone
+    saturation_torque: jax.Array
+    velocity_limit: jax.Array
     dt: float = struct.field(pytree_node=False)
     contact: ContactConfig = struct.field(pytree_node=False)
     foot_body_ids: tuple[int, ...] = struct.field(pytree_node=False)
@@ -88,8 +92,10 @@ def make_sim(
     dt: float = 0.005,
     friction: float = 0.8,
     terrain: Callable[[jax.Array], jax.Array] = terrain_lib.flat,
+    motor_envelope: bool = False,
 ) -> Sim:
-    """Build a simulator for ``robot``; raises ``ValueError`` on a bad step or a missing foot."""
+    """Build a simulator for ``robot``; raises ``ValueError`` on a bad step or a missing foot.
+    ``motor_envelope`` applies the robot's torque-speed envelope (an error where it has none)."""
     if isinstance(contact, str):
         contact = ContactConfig(model=contact)
     if not (np.isfinite(dt) and dt > 0):
@@ -103,6 +109,10 @@ def make_sim(
         raise ValueError(f"model has no foot geom named {missing}; named geoms: {[g for g in geom_names if g]}")
     foot_ids = [model.geom(f).id for f in robot.foot_geoms]
     n = len(robot.joint_names)
+    if motor_envelope and robot.velocity_limit is None:
+        raise ValueError(f"robot {robot.name!r} states no torque-speed envelope (velocity_limit); accepted: "
+                         "motor_envelope false, or a robot spec with velocity_limit")  # fmt: skip
+    velocity_limit = robot.velocity_limit if motor_envelope else np.full(n, np.inf)
     return Sim(
         tree=rigid_tree(model),
         foot_offset=jnp.asarray(model.geom_pos[foot_ids], jnp.float32),
@@ -111,6 +121,8 @@ def make_sim(
         kd=jnp.asarray(robot.kd),
         motor_strength=jnp.ones(n),
         torque_limit=jnp.asarray(robot.torque_limit),
+        saturation_torque=jnp.asarray(robot.saturation_torque),
+        velocity_limit=jnp.asarray(velocity_limit, jnp.asarray(robot.torque_limit).dtype),
         dt=float(dt),
         contact=contact,
         foot_body_ids=tuple(int(model.geom_bodyid[g]) for g in foot_ids),
@@ -129,9 +141,23 @@ def integrate_positions(q: jax.Array, v: jax.Array, dt: float) -> jax.Array:
 
 
 def pd_torque(sim: Sim, q: jax.Array, v: jax.Array, joint_target: jax.Array) -> jax.Array:
-    """Joint PD on position targets, scaled by motor strength and clipped to the torque limit."""
-    raw = sim.kp * (joint_target - q[FREE_QPOS:]) - sim.kd * v[FREE_DOF:]
-    return jnp.clip(sim.motor_strength * raw, -sim.torque_limit, sim.torque_limit)
+    """Joint PD on position targets, scaled by motor strength and clipped to what the motors
+    can give at their speed (``motor_torque_bounds``)."""
+    joint_velocity = v[FREE_DOF:]
+    raw = sim.kp * (joint_target - q[FREE_QPOS:]) - sim.kd * joint_velocity
+    lower, upper = motor_torque_bounds(sim.torque_limit, sim.saturation_torque, sim.velocity_limit, joint_velocity)
+    return jnp.clip(sim.motor_strength * raw, lower, upper)
+
+
+def motor_torque_bounds(torque_limit, saturation_torque, velocity_limit, joint_velocity):
+    """The DC motor's envelope: driving torque (same sign as the velocity) falls linearly from
+    the saturation torque at rest to zero at the velocity limit, braking torque is not reduced,
+    both within the torque limit. (The standalone MuJoCo player states it again in numpy; a
+    test holds the two equal.)"""
+    ratio = joint_velocity / velocity_limit
+    upper = (saturation_torque * (1.0 - ratio)).clip(0.0, torque_limit)
+    lower = (saturation_torque * (-1.0 - ratio)).clip(-torque_limit, 0.0)
+    return lower, upper
 
 
 def _heights_above_terrain(sim: Sim, points: jax.Array) -> jax.Array:

@@ -150,6 +150,9 @@ class VelocityTaskConfig:
     # steps: 2e4 N/m diverged at 5 ms and runs at 2.5 ms (--task.sim_dt 0.0025).
     soft_stiffness: float = 2.0e4  # N/m
     soft_damping: float = 2.0e2  # N·s/m
+    # the robot's DC-motor torque-speed envelope (RobotSpec.velocity_limit) instead of a flat
+    # torque limit: a real drive gives less torque the faster it turns
+    motor_envelope: bool = False
     control_dt: float = 0.02  # s (50 Hz)
     action_scale: float = 0.5  # rad per unit action
     obs_noise: float = 0.0  # scale of uniform sensor noise (multiplies per-signal noise levels)

@@ -66,7 +66,7 @@ class VelocityTask(Env):
         contact = ContactConfig(
             self.config.contact, soft_stiffness=self.config.soft_stiffness, soft_damping=self.config.soft_damping
         )
-        self.sys: Sim = make_sim(self.robot, contact, dt=self.config.sim_dt)
+        self.sys: Sim = make_sim(self.robot, contact, dt=self.config.sim_dt, motor_envelope=self.config.motor_envelope)
         self._nominal_base_mass = float(self.robot.mj_model().body_mass[1])
         self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
