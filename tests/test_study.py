@@ -38,6 +38,7 @@ def fake_evaluate(run_dir: Path, sim: str, scenarios: tuple) -> dict:
         "push_survival": 0.75,
         "foot_slip": 0.02,
         "mean_penetration": 0.004 if sim == "mujoco" else 0.01,
+        "cost_of_transport": 0.6,
         "scenarios": [],
     }
     (run_dir / f"eval-{sim}").mkdir()
@@ -71,7 +72,8 @@ def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
     assert len(saved["budget"]["scenarios"]) == 19
     text = (out / "study.md").read_text()
     assert "| 10.000 ± 0.000 | 4.000 ± 0.000 |" in text  # penetration own sim, MuJoCo in mm
-    assert "| contact model | training return |" in text and "| soft |" in text and "learning gap" in text
+    assert "| arm | training return |" in text and "| soft |" in text and "learning gap" in text
+    assert "soft (contact soft, sim_dt 0.0025, soft_stiffness 20000, soft_damping 200)" in text
     assert (out / "transfer.png").stat().st_size > 0 and (out / "gradients.png").stat().st_size > 0
 
 

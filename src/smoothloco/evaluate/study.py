@@ -287,7 +287,10 @@ TABLE_COLUMNS: tuple[tuple[str, str, str, str, float], ...] = (
     ("foot_slip_mujoco", "mujoco", "foot_slip", "foot slip MuJoCo", 1.0),
     ("penetration_own", "own", "mean_penetration", "penetration own sim (mm)", 1000.0),
     ("penetration_mujoco", "mujoco", "mean_penetration", "penetration MuJoCo (mm)", 1000.0),
+    ("cost_of_transport_own", "own", "cost_of_transport", "cost of transport own sim", 1.0),
+    ("cost_of_transport_mujoco", "mujoco", "cost_of_transport", "cost of transport MuJoCo", 1.0),
 )
+CONTACT_COLUMNS = 9  # the columns from here on describe the gait's contact, not learning and transfer
 
 
 def _value(run: dict, where: str, metric: str) -> float:
@@ -340,23 +343,31 @@ def _fmt(s: dict[str, float], scale: float = 1.0, fmt: str = ".3f") -> str:
 
 
 def study_markdown(study: dict) -> str:
-    headers = [header for *_, header, _ in TABLE_COLUMNS]
+    budget = study["budget"]
     lines = [
         "# Contact-model study",
         "",
-        f"SHAC overrides {study['budget']['shac'] or 'none (defaults)'}, {study['budget']['seeds']} seeds per model; "
-        "mean ± std over seeds. Errors in m/s and rad/s on the standard evaluation (`smoothloco eval`).",
+        f"SHAC overrides {budget['shac'] or 'none (defaults)'}, {budget['seeds']} seeds per arm; mean ± std over "
+        "seeds. Errors in m/s and rad/s on the standard evaluation (`smoothloco eval`). Arms: "
+        + "; ".join(f"{name} ({_settings(task)})" for name, task in study["task_overrides"].items())
+        + ".",
         "",
-        "| contact model | " + " | ".join(headers) + " |",
-        "|---|" + "---:|" * len(headers),
     ]
-    for model, cols in study["table"].items():
-        lines.append(f"| {model} | " + " | ".join(_fmt(cols[c], scale) for c, *_, scale in TABLE_COLUMNS) + " |")
-    lines += ["", "| claim | value |", "|---|---:|"]
+    for title, columns in (("Learning and transfer", TABLE_COLUMNS[:CONTACT_COLUMNS]),
+                           ("The gait's contact: own simulator and MuJoCo", TABLE_COLUMNS[CONTACT_COLUMNS:])):  # fmt: skip
+        lines += [f"## {title}", "", "| arm | " + " | ".join(c[3] for c in columns) + " |", "|---|" + "---:|" * len(columns)]
+        for model, cols in study["table"].items():
+            lines.append(f"| {model} | " + " | ".join(_fmt(cols[c], scale) for c, *_, scale in columns) + " |")
+        lines.append("")
+    lines += ["| claim | value |", "|---|---:|"]
     lines += [f"| {claim_text(k)} | {v:+.3f} |" for k, v in study["claims"].items()]
     lines += ["", *gradient_table(study["gradients"], "initial policy")]
     lines += ["", "![transfer](transfer.png)", "", "![gradients](gradients.png)", ""]
     return "\n".join(lines)
+
+
+def _settings(task: dict) -> str:
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in task.items())
 
 
 def gradient_table(gradients: dict, policy: str) -> list[str]:
