@@ -112,6 +112,15 @@ def test_interrupted_study_resumes_without_repeating_finished_work(tmp_path: Pat
     assert [c for c in calls if len(c) == 2][:2] == [("soft-seed1", "soft"), ("soft-seed1", "hard")]
     assert len(result["runs"]) == 6 and result["table"]["hard"]["train_return"]["mean"] == pytest.approx(1.05)
     assert result["runs"][0]["mujoco"]["lin_vel_error"] == pytest.approx(0.5)
+    # The gradient measurement depends on the arms and settings only: a resumed study reuses it.
+    measured = []
+    study.run_contact_study(out, budget, train_fn=counting_train, evaluate_fn=counting_evaluate,
+                            gradient_fn=lambda *a: measured.append(a) or fake_gradients(*a), resume=True)  # fmt: skip
+    assert measured == []
+    study.run_contact_study(out, replace(budget, soft_stiffnesses=(5e3,)), train_fn=fake_train,
+                            evaluate_fn=fake_evaluate, gradient_fn=lambda *a: measured.append(a) or fake_gradients(*a),
+                            resume=True)  # fmt: skip
+    assert [arm.name for arm in measured[0][0]] == ["hard", "soft-5k", "smooth"]  # other arms: measured again
 
 
 def test_study_trains_each_model_on_the_same_budget(tmp_path: Path):

@@ -221,7 +221,7 @@ def run_contact_study(
             row["seconds"] = time.perf_counter() - tic
             runs.append(row)
             print(f"study: {arm.name} seed {seed} done in {row['seconds']:.0f} s", flush=True)
-    gradients = gradient_fn(arms, budget.gradients)
+    gradients = _measured_gradients(out / "gradients-initial.json", arms, budget.gradients, gradient_fn, resume)
     study = {
         "budget": {
             "shac": budget.shac,
@@ -241,6 +241,20 @@ def run_contact_study(
     plot_transfer(study["table"], out / "transfer.png")
     plot_gradients(gradients, out / "gradients.png")
     return study
+
+
+def _measured_gradients(path: Path, arms: Sequence[Arm], settings: GradientSettings, gradient_fn: GradientFn, resume: bool) -> dict:
+    """The initial actor's gradient quality per arm; resuming, an earlier measurement of the same
+    arms and settings is reused (it depends on neither the trainings nor the seeds)."""
+    key = {"arms": [[arm.name, arm.contact, arm.task] for arm in arms], "settings": settings.__dict__}
+    key = json.loads(json.dumps(key, default=list))
+    saved = _saved(path, resume)
+    if saved is not None and saved["key"] == key:
+        print(f"study: reusing the gradient measurement in {path}", flush=True)
+        return saved["gradients"]
+    gradients = gradient_fn(arms, settings)
+    path.write_text(json.dumps({"key": key, "gradients": gradients}, default=float))
+    return gradients
 
 
 def _saved(path: Path, resume: bool) -> dict | None:
