@@ -106,3 +106,21 @@ def test_a_robot_without_an_envelope_gets_none_in_the_suite_or_the_task():
     assert np.all(np.isinf(np.asarray(make_sim(anymal).velocity_limit)))  # off unless the task asks
     assert np.allclose(make_sim(anymal, motor_envelope=True).velocity_limit, 7.5)
     assert replace(VelocityTaskConfig(), motor_envelope=True).motor_envelope
+
+
+def test_bumps_replace_the_floor_with_an_egg_crate_heightfield(player: Player):
+    import mujoco
+
+    model = player.model(bumps=0.04)
+    assert model.ngeom == player._model.ngeom and model.geom_type[0] == mujoco.mjtGeom.mjGEOM_HFIELD
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    for x, y in [(0.25, 0.25), (0.25, -0.25), (0.1, 0.37)]:
+        hit = np.zeros(1, np.int32)
+        distance = mujoco.mj_ray(model, data, np.array([x, y, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, hit)
+        assert 1.0 - distance == pytest.approx(0.02 * np.sin(2 * np.pi * x) * np.sin(2 * np.pi * y), abs=1e-3)
+    flat = player.run([(0.0, 0.5, 0.0, 0.0)], seconds=0.5)
+    bumpy = player.run([(0.0, 0.5, 0.0, 0.0)], seconds=0.5, imperfections=Imperfections(bumps=0.04))
+    assert not np.allclose(flat["base_pos"], bumpy["base_pos"])
+    with pytest.raises(ValueError, match="bumps must be a height >= 0 m"):
+        player.model(bumps=-0.01)

@@ -50,6 +50,9 @@ CONTRACT_FORMAT = "smoothloco-policy"
 # 4: the "motors" section (torque-speed envelope)
 CONTRACT_VERSION = 4
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
+# Imperfections.bumps: an egg-crate ground h = bumps/2 sin(2πx/λ) sin(2πy/λ), sampled every
+# BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
+BUMP_PERIOD, BUMP_CELL, BUMP_HALF_SIZE = 1.0, 0.02, 12.0
 
 SOLREF_STEPS = 2.0  # contact time constant in simulation steps
 SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
@@ -104,15 +107,18 @@ class Imperfections(NamedTuple):
     default): a control delay before joint targets reach the motors (s, applied at the
     simulation step), uniform observation noise (per observation entry, in observation units),
     motor strength (torque and its limit scaled), MuJoCo's default contact (pyramidal cone,
-    impratio 1) instead of the stiff settings, and the motors' torque-speed envelope for a
-    policy trained without it. (A NamedTuple, not a dataclass: the player must load from its
-    file alone, without being registered as a module.)"""
+    impratio 1) instead of the stiff settings, the motors' torque-speed envelope for a policy
+    trained without it, and uneven ground: bumps of the given peak-to-trough height (m) in an
+    egg-crate pattern of period ``BUMP_PERIOD`` (a heightfield instead of the flat floor). (A
+    NamedTuple, not a dataclass: the player must load from its file alone, without being
+    registered as a module.)"""
 
     action_delay: float = 0.0
     obs_noise: np.ndarray | None = None
     motor_strength: float = 1.0
     default_contact: bool = False
     motor_envelope: bool = False
+    bumps: float = 0.0
     seed: int = 0
 
 
@@ -278,6 +284,8 @@ class Player:
         self.initial_base_height = float(robot["initial_base_height"])
         self.floor_geoms = np.flatnonzero(model.geom_bodyid == 0)
         self._model = model
+        self._xml = xml_file.read_text()
+        self._bumpy_models: dict[float, mujoco.MjModel] = {}
 
     @staticmethod
     def _named_id(model: mujoco.MjModel, kind: str, name: str, field: str) -> int:
@@ -416,9 +424,12 @@ class Player:
         qpos[self.qpos_ids] = self.default_pose
         return qpos
 
-    def model(self, friction: float | None = None, added_base_mass: float = 0.0) -> mujoco.MjModel:
-        """A copy of the simulation model with ground friction set and mass added to the base."""
-        model = copy.copy(self._model)
+    def model(self, friction: float | None = None, added_base_mass: float = 0.0, bumps: float = 0.0) -> mujoco.MjModel:
+        """A copy of the simulation model with ground friction set, mass added to the base and,
+        with ``bumps`` (m), the bumpy ground of ``Imperfections.bumps``."""
+        if not (math.isfinite(bumps) and bumps >= 0):
+            raise ValueError(f"bumps must be a height >= 0 m, got {bumps}")
+        model = copy.copy(self._bumpy_model(bumps) if bumps else self._model)
         if friction is not None:
             if not (math.isfinite(friction) and friction > 0):
                 raise ValueError(f"friction must be a positive number, got {friction}")
@@ -427,6 +438,27 @@ class Player:
             raise ValueError(f"added_base_mass {added_base_mass} kg would leave the base without positive mass")
         model.body_mass[self.base_body] += added_base_mass
         return model
+
+    def _bumpy_model(self, height: float) -> mujoco.MjModel:
+        """The robot's model with an egg-crate heightfield (mean height 0) for its floor."""
+        if height not in self._bumpy_models:
+            spec = mujoco.MjSpec.from_string(self._xml)
+            cells = round(2 * BUMP_HALF_SIZE / BUMP_CELL) + 1
+            x = np.linspace(-BUMP_HALF_SIZE, BUMP_HALF_SIZE, cells)
+            wave = np.sin(2 * np.pi * x / BUMP_PERIOD)
+            normalized = 0.5 + 0.5 * np.outer(wave, wave)  # rows along y; 0..1 of the bump height
+            spec.add_hfield(name="bumps", size=[BUMP_HALF_SIZE, BUMP_HALF_SIZE, height, 0.05], nrow=cells, ncol=cells,
+                            userdata=normalized.ravel().tolist())  # fmt: skip
+            # The floor plane becomes the heightfield, so every geom keeps its index.
+            planes = [g for g in spec.worldbody.geoms if g.type == mujoco.mjtGeom.mjGEOM_PLANE]
+            for floor in planes:
+                floor.type, floor.hfieldname, floor.pos = mujoco.mjtGeom.mjGEOM_HFIELD, "bumps", [0.0, 0.0, -height / 2]
+            model = spec.compile()
+            if not planes or model.ngeom != self._model.ngeom:
+                raise PolicyContractError("bumps: the robot model needs exactly its floor plane in the world body")
+            stiff_contact(model, self.sim_dt)
+            self._bumpy_models[height] = model
+        return self._bumpy_models[height]
 
     def run(
         self,
@@ -449,7 +481,7 @@ class Player:
         kicks = sorted(_numbers(p, 3, "push (t, vx, vy)") for p in pushes)
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"seconds must be > 0, got {seconds}")
-        model = self.model(friction, added_base_mass)
+        model = self.model(friction, added_base_mass, imperfections.bumps)
         if imperfections.default_contact:
             model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_PYRAMIDAL, 1.0
         if not (math.isfinite(imperfections.action_delay) and imperfections.action_delay >= 0):

@@ -1,6 +1,7 @@
 """Robustness beyond the training ranges: the exported policy in MuJoCo (C) with what a real
-robot adds (control delay, sensor noise, weaker motors, slippery ground, MuJoCo's default
-contact, harder pushes, all at once), each condition on the same command grid and pushes.
+robot adds (control delay, sensor noise, weaker motors, the motors' torque-speed envelope,
+slippery and bumpy ground, MuJoCo's default contact, harder pushes, all at once), each
+condition on the same command grid and pushes.
 
 Every condition is judged with the standard evaluation's metrics (``transfer.summarize``), so
 ``nominal`` reproduces the standard figures on this subset of scenarios.
@@ -52,10 +53,12 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
         "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
         "motor torque-speed envelope": Condition(Imperfections(motor_envelope=True)),
         "friction 0.3": Condition(friction=0.3),
+        "bumps 5 cm": Condition(Imperfections(bumps=0.05)),
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
         "pushes 1.5 m/s": Condition(push_speed=1.5),
         "all combined": Condition(
-            Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope),
+            Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
+                          bumps=0.05),
             friction=0.4,
             push_speed=1.5,
         ),
