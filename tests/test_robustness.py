@@ -124,3 +124,14 @@ def test_bumps_replace_the_floor_with_an_egg_crate_heightfield(player: Player):
     assert not np.allclose(flat["base_pos"], bumpy["base_pos"])
     with pytest.raises(ValueError, match="bumps must be a height >= 0 m"):
         player.model(bumps=-0.01)
+
+
+def test_joint_friction_and_damping_resist_the_motion_in_mujoco(player: Player):
+    command = [(0.0, 0.5, 0.0, 0.0)]
+    free = player.run(command, seconds=1.0)
+    geared = player.run(command, seconds=1.0, imperfections=Imperfections(joint_friction=20.0, joint_damping=5.0))
+    assert np.abs(geared["joint_vel"]).mean() < np.abs(free["joint_vel"]).mean()
+    suite = robustness.CONDITIONS["joint friction and damping"].imperfections
+    assert (suite.joint_friction, suite.joint_damping) == (2.0, 1.0)  # ANYmal: 2.5 % of 80 N·m, half of kd 2
+    with pytest.raises(ValueError, match="joint_damping must be >= 0"):
+        player.run(command, seconds=0.1, imperfections=Imperfections(joint_damping=-1.0))

@@ -1,6 +1,6 @@
 """Robustness beyond the training ranges: the exported policy in MuJoCo (C) with what a real
 robot adds (control delay, sensor noise, weaker motors, the motors' torque-speed envelope,
-slippery and bumpy ground, MuJoCo's default contact, harder pushes, all at once), each
+joint friction and damping, slippery and bumpy ground, MuJoCo's default contact, harder pushes, all at once), each
 condition on the same command grid and pushes.
 
 Every condition is judged with the standard evaluation's metrics (``transfer.summarize``), so
@@ -44,7 +44,11 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
     """The suite for a policy trained on ``task`` (the default observation without one); the
     motors' torque-speed envelope where its robot states one."""
     noise = sensor_noise(task)
-    envelope = load_robot((task or VelocityTaskConfig()).robot).velocity_limit is not None
+    robot = load_robot((task or VelocityTaskConfig()).robot)
+    envelope = robot.velocity_limit is not None
+    # A plausible gearbox, not a measured one: Coulomb friction of 2.5 % of the torque limit and
+    # viscous damping of half the PD's kd (ANYmal: 2 N·m, 1 N·m·s/rad).
+    gearbox_friction, gearbox_damping = 0.025 * float(np.mean(robot.torque_limit)), 0.5 * float(np.mean(robot.kd))
     suite = {
         "nominal": Condition(),
         "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
@@ -54,11 +58,12 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
         "motor torque-speed envelope": Condition(Imperfections(motor_envelope=True)),
         "friction 0.3": Condition(friction=0.3),
         "bumps 5 cm": Condition(Imperfections(bumps=0.05)),
+        "joint friction and damping": Condition(Imperfections(joint_friction=gearbox_friction, joint_damping=gearbox_damping)),
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
         "pushes 1.5 m/s": Condition(push_speed=1.5),
         "all combined": Condition(
             Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
-                          bumps=0.05),
+                          bumps=0.05, joint_friction=gearbox_friction, joint_damping=gearbox_damping),
             friction=0.4,
             push_speed=1.5,
         ),
