@@ -244,17 +244,19 @@ def run_contact_study(
 
 
 def _measured_gradients(path: Path, arms: Sequence[Arm], settings: GradientSettings, gradient_fn: GradientFn, resume: bool) -> dict:
-    """The initial actor's gradient quality per arm; resuming, an earlier measurement of the same
-    arms and settings is reused (it depends on neither the trainings nor the seeds)."""
-    key = {"arms": [[arm.name, arm.contact, arm.task] for arm in arms], "settings": settings.__dict__}
-    key = json.loads(json.dumps(key, default=list))
-    saved = _saved(path, resume)
-    if saved is not None and saved["key"] == key:
-        print(f"study: reusing the gradient measurement in {path}", flush=True)
-        return saved["gradients"]
-    gradients = gradient_fn(arms, settings)
-    path.write_text(json.dumps({"key": key, "gradients": gradients}, default=float))
-    return gradients
+    """The initial actor's gradient quality per arm. It depends on neither the trainings nor the
+    seeds, so resuming reuses each arm measured before with the same task and settings."""
+    saved = (_saved(path, resume) or {}) if resume else {}
+    keys = {arm.name: json.loads(json.dumps({"arm": [arm.contact, arm.task], "settings": settings.__dict__}, default=list))
+            for arm in arms}  # fmt: skip
+    reused = {name: entry["gradients"] for name, entry in saved.items() if name in keys and entry["key"] == keys[name]}
+    if reused:
+        print(f"study: reusing the gradient measurement of {', '.join(reused)} in {path}", flush=True)
+    missing = [arm for arm in arms if arm.name not in reused]
+    measured = gradient_fn(missing, settings) if missing else {}
+    saved.update({name: {"key": keys[name], "gradients": g} for name, g in measured.items()})
+    path.write_text(json.dumps(saved, default=float))
+    return {arm.name: {**reused, **measured}[arm.name] for arm in arms}
 
 
 def _saved(path: Path, resume: bool) -> dict | None:
