@@ -146,7 +146,7 @@ def compare(
         v: _summarize({"shac": curves["shac"], "ppo": curves[run_name(v)]}, budget, seeds, _ppo_settings(configs[run_name(v)]))
         for v in variants
     }
-    result = _with_variants(summaries)
+    result = {**_with_variants(summaries), "curves": curves}  # every variant's curves, keyed by run name
     (out / "compare.json").write_text(json.dumps(result, indent=2))
     (out / "compare.md").write_text(_markdown(result))
     _plot(out / "compare.png", curves, result["thresholds"]["return"]["value"])
