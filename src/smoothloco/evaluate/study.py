@@ -526,6 +526,6 @@ def run_study(args: argparse.Namespace) -> int:
     except StudyInterrupted as exc:
         print(f"interrupted ({exc}); continue the study with --resume --out {out}", file=sys.stderr)
         return 130
-    print((out / "study.md").read_text().split("\n## ")[0])
+    print((out / "study.md").read_text().split("\n## Gradient quality")[0])
     print(f"wrote {out / 'study.json'}, {out / 'study.md'}, figures and runs/ in {out}")
     return 0
