@@ -466,7 +466,8 @@ def add_parser(sub) -> None:
     )
     parser.add_argument("--out", metavar="DIR", required=True, help="study folder (must not hold a study yet)")
     parser.add_argument(
-        "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: ~1 h (52 min measured on 2 CPU cores)"
+        "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: the default SHAC run "
+        "for hard, soft at 2e3/5e3/2e4 N/m and smooth, 10 runs of 10-20 min each on 2 CPU cores (about 2.5 h)"
     )
     parser.add_argument("--seeds", type=positive_int, help="seeds per contact model (default 2)")
     parser.add_argument(
