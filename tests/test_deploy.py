@@ -394,3 +394,20 @@ def test_play_in_our_simulator_pushes_when_the_player_does(run_dir: Path, tmp_pa
     world_vx = traj["qvel"][:, 0]
     assert world_vx[k] - world_vx[k - 1] > 0.8
     assert traj["qpos"].shape == (len(traj["time"]), 19)
+
+
+def test_an_export_of_an_older_contract_is_written_again_before_an_evaluation(run_dir: Path, tmp_path: Path):
+    """After an upgrade, ``eval --sim mujoco`` re-exports a run whose policy.json the new player
+    would refuse, instead of failing on it."""
+    from smoothloco.deploy.export import exported
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    contract = run / "export" / "policy.json"
+    old = json.loads(contract.read_text())
+    old["version"] = player_module.CONTRACT_VERSION - 1
+    del old["motors"]
+    contract.write_text(json.dumps(old))
+    with pytest.raises(PolicyContractError):
+        Player(run / "export")
+    assert Player(exported(run)).contract["version"] == player_module.CONTRACT_VERSION

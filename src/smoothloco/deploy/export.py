@@ -266,9 +266,22 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
 
 
 def exported(run_dir: Path) -> Path:
-    """The run's export folder, written first if missing or older than the checkpoint."""
+    """The run's export folder, written first if missing, older than the checkpoint or of an
+    older contract version than this player reads."""
     folder, checkpoint = run_dir / EXPORT_DIR, run_dir / CHECKPOINT_NAME
     contract = folder / "policy.json"
-    if not contract.is_file() or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract.stat().st_mtime):
+    stale = (
+        not contract.is_file()
+        or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract.stat().st_mtime)
+        or _contract_version(contract) != player.CONTRACT_VERSION  # exported by an older smoothloco
+    )
+    if stale:
         export_run(run_dir, folder)
     return folder
+
+
+def _contract_version(contract: Path) -> object:
+    try:
+        return json.loads(contract.read_text()).get("version")
+    except (OSError, ValueError, AttributeError):
+        return None  # unreadable: written again
