@@ -49,13 +49,13 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
     # A plausible gearbox, not a measured one: Coulomb friction of 2.5 % of the torque limit and
     # viscous damping of half the PD's kd (ANYmal: 2 N·m, 1 N·m·s/rad).
     gearbox_friction, gearbox_damping = 0.025 * float(np.mean(robot.torque_limit)), 0.5 * float(np.mean(robot.kd))
-    suite = {
+    return {
         "nominal": Condition(),
         "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
         "control delay 20 ms": Condition(Imperfections(action_delay=0.020)),
         "sensor noise (legged_gym levels)": Condition(Imperfections(obs_noise=noise)),
         "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
-        "motor torque-speed envelope": Condition(Imperfections(motor_envelope=True)),
+        **({"motor torque-speed envelope": Condition(Imperfections(motor_envelope=True))} if envelope else {}),
         "friction 0.3": Condition(friction=0.3),
         "bumps 5 cm": Condition(Imperfections(bumps=0.05)),
         "joint friction and damping": Condition(Imperfections(joint_friction=gearbox_friction, joint_damping=gearbox_damping)),
@@ -68,9 +68,6 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
             push_speed=1.5,
         ),
     }
-    if not envelope:
-        del suite["motor torque-speed envelope"]
-    return suite
 
 
 CONDITIONS = conditions()

@@ -39,8 +39,8 @@ from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
 EVAL_SIMS = ("hard", "mujoco")  # besides each policy's own simulator
-DEFAULT_SOFT_STIFFNESS = 2.0e4  # N/m, the task's default penalty spring
-DEFAULT_SOFT_DAMPING = 2.0e2  # N·s/m; damping ratio ~0.2 on a foot's ~0.1 kg effective mass
+# The task's penalty spring and damper: damping ratio ~0.2 on a foot's ~0.1 kg effective mass.
+DEFAULT_SOFT_STIFFNESS, DEFAULT_SOFT_DAMPING = VelocityTaskConfig.soft_stiffness, VelocityTaskConfig.soft_damping
 # The penalty model is explicit in its spring: the largest step measured stable with random
 # actions (no divergence over 5 s in 64 environments, docs/results.md) per stiffness bound.
 # 1e4 N/m diverged at 5 ms, 2e4 at 5 ms, 4e4 at 2.5 ms.
@@ -54,6 +54,11 @@ class Arm:
     name: str
     contact: str
     task: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The task settings of the arm, its contact model included."""
+        return {"contact": self.contact, **self.task}
 
 
 def soft_arm(stiffness: float) -> Arm:
@@ -122,7 +127,7 @@ GradientFn = Callable[[Sequence[str], GradientSettings], dict]
 
 def train_config(arm: Arm, seed: int, budget: StudyBudget, runs_dir: Path) -> TrainConfig:
     return TrainConfig(
-        task=replace(VelocityTaskConfig(), contact=arm.contact, **arm.task),
+        task=replace(VelocityTaskConfig(), **arm.settings),
         shac=replace(SHACConfig(), seed=seed, **budget.shac),
         run=RunConfig(out=str(runs_dir / f"{arm.name}-seed{seed}"), eval_every=0, deploy=False),
     )
@@ -136,7 +141,7 @@ def evaluate_and_report(run_dir: Path, sim: str, scenarios: tuple) -> dict:
 
 
 def measure_gradients(arms: Sequence[Arm], settings: GradientSettings, run: LoadedRun | None = None) -> dict:
-    by_name = {arm.name: {"contact": arm.contact, **arm.task} for arm in arms}
+    by_name = {arm.name: arm.settings for arm in arms}
     return contact_gradient_quality(list(by_name), settings, by_name.__getitem__, run=run)
 
 
@@ -230,7 +235,7 @@ def run_contact_study(
             "gradients": budget.gradients.__dict__,
             "scenarios": [s.name for s in scenarios],
         },
-        "task_overrides": {arm.name: {"contact": arm.contact, **arm.task} for arm in arms},
+        "task_overrides": {arm.name: arm.settings for arm in arms},
         "runs": runs,
         "table": study_table(runs, [arm.name for arm in arms]),
         "claims": claims(runs, arms),
@@ -246,17 +251,18 @@ def run_contact_study(
 def _measured_gradients(path: Path, arms: Sequence[Arm], settings: GradientSettings, gradient_fn: GradientFn, resume: bool) -> dict:
     """The initial actor's gradient quality per arm. It depends on neither the trainings nor the
     seeds, so resuming reuses each arm measured before with the same task and settings."""
-    saved = (_saved(path, resume) or {}) if resume else {}
+    saved = _saved(path, resume) or {}
     keys = {arm.name: json.loads(json.dumps({"arm": [arm.contact, arm.task], "settings": settings.__dict__}, default=list))
             for arm in arms}  # fmt: skip
-    reused = {name: entry["gradients"] for name, entry in saved.items() if name in keys and entry["key"] == keys[name]}
-    if reused:
-        print(f"study: reusing the gradient measurement of {', '.join(reused)} in {path}", flush=True)
-    missing = [arm for arm in arms if arm.name not in reused]
+    gradients = {name: entry["gradients"] for name, entry in saved.items() if name in keys and entry["key"] == keys[name]}
+    if gradients:
+        print(f"study: reusing the gradient measurement of {', '.join(gradients)} in {path}", flush=True)
+    missing = [arm for arm in arms if arm.name not in gradients]
     measured = gradient_fn(missing, settings) if missing else {}
+    gradients.update(measured)
     saved.update({name: {"key": keys[name], "gradients": g} for name, g in measured.items()})
     path.write_text(json.dumps(saved, default=float))
-    return {arm.name: {**reused, **measured}[arm.name] for arm in arms}
+    return {arm.name: gradients[arm.name] for arm in arms}
 
 
 def _saved(path: Path, resume: bool) -> dict | None:
@@ -310,10 +316,7 @@ CONTACT_COLUMNS = 9  # the columns from here on describe the gait's contact, not
 
 
 def _value(run: dict, where: str, metric: str) -> float:
-    if not where:
-        return run[metric]
-    # Studies from before the own-simulator key kept it under the contact model's name.
-    return run.get(where, run.get(run["model"], {})).get(metric, float("nan"))
+    return run[where][metric] if where else run[metric]
 
 
 def study_table(runs: list[dict], models: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
@@ -490,10 +493,13 @@ def stiffness_list(text: str) -> tuple[float, ...]:
     """``2e3,5e3`` -> (2000.0, 5000.0), each with a measured stable step."""
     try:
         values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a comma-separated list of numbers") from None
+    try:
         for value in values:
             soft_arm(value)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: {exc}" if "N/m" in str(exc) else f"{text!r}: not a comma-separated list of numbers") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
     return values
 
 

@@ -76,6 +76,13 @@ PPO_VARIANTS: dict[str, Callable[[PPOConfig], PPOConfig]] = {
 Trainer = Callable[[TrainConfig], list[dict]]  # a finished run's metrics rows
 
 
+def check_variants(variants: tuple[str, ...]) -> None:
+    """A ``ValueError`` naming the accepted variants for an unknown (or no) PPO variant."""
+    unknown = [v for v in variants if v not in PPO_VARIANTS]
+    if unknown or not variants:
+        raise ValueError(f"unknown PPO variant(s) {', '.join(unknown) or '(none given)'}; accepted: {', '.join(PPO_VARIANTS)}")
+
+
 def run_name(variant: str) -> str:
     """The run (and folder prefix) of a PPO variant: ``ppo`` for legged_gym's settings."""
     return "ppo" if variant == "legged_gym" else f"ppo-{variant}"
@@ -84,9 +91,7 @@ def run_name(variant: str) -> str:
 def run_configs(budget: Budget, seed: int, out: Path, variants: tuple[str, ...] = ("legged_gym",)) -> dict[str, TrainConfig]:
     """SHAC and each PPO variant's config, keyed by run name, all evaluated on the same
     environment steps."""
-    unknown = [v for v in variants if v not in PPO_VARIANTS]
-    if unknown or not variants:
-        raise ValueError(f"unknown PPO variant(s) {', '.join(unknown) or '(none given)'}; accepted: {', '.join(PPO_VARIANTS)}")
+    check_variants(variants)
     shac = SHACConfig(num_envs=budget.num_envs, seed=seed)
     ppos = {run_name(v): PPO_VARIANTS[v](PPOConfig(num_envs=budget.num_envs, seed=seed)) for v in variants}
     per_iteration = {"shac": shac.num_envs * shac.horizon, **{name: c.steps_per_iteration for name, c in ppos.items()}}
@@ -349,7 +354,7 @@ def _markdown(r: dict) -> str:
                   "fewest environment steps on every seed. Changes from legged_gym's settings, and each one's ratios:", "",
                   "| PPO settings | changes | env steps to walking (per seed) | PPO / SHAC steps, walking "
                   "| env steps to 90 % return | PPO / SHAC steps, return |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
-        legged_gym = _ppo_settings(run_configs(Budget(**r["budget"]), 0, Path("."))["ppo"])
+        legged_gym = asdict(PPOConfig(num_envs=r["budget"]["num_envs"]))
         for variant, v in r["ppo_variants"].items():
             walking, by_return = v["walking"], v["return"]
             per_seed = ", ".join(fmt(x, ",") for x in v["walking"]["ppo_per_seed_env_steps"])
@@ -420,9 +425,10 @@ def add_parser(sub) -> None:
 
 def variant_list(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(text.split(",")))
-    unknown = [n for n in names if n not in PPO_VARIANTS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown PPO variant(s) {', '.join(unknown)}; accepted: {', '.join(PPO_VARIANTS)}")
+    try:
+        check_variants(names)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return names
 
 
