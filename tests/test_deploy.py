@@ -265,6 +265,20 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
     np.testing.assert_allclose(observed, actor_obs, atol=2e-5, rtol=1e-5)
 
 
+def test_player_brings_the_clock_back_for_a_pushed_robot_as_the_task_does(run_dir: Path, tmp_path: Path):
+    folder = _copy_export(run_dir, tmp_path / "export")
+    contract = json.loads((folder / "policy.json").read_text())
+    contract["gait"]["recovery_speed"] = 0.3
+    (folder / "policy.json").write_text(json.dumps(contract))
+    player = Player(folder)
+    task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(recovery_speed=0.3)))
+    for command in ([0.0, 0.0, 0.0], [0.05, 0.0, 0.0], [0.5, 0.0, 0.0]):
+        for velocity in ([0.0, 0.0, 0.0], [0.2, -0.2, 0.5], [0.0, 0.4, 0.0], [-1.0, 0.0, 0.0]):
+            expected = bool(task.at_rest(jnp.asarray(command), jnp.asarray(velocity)))
+            assert player.at_rest(np.asarray(command), np.asarray(velocity)) == expected, (command, velocity)
+            assert (np.abs(player.clock_observation(0.3, np.asarray(command), np.asarray(velocity))).max() == 0) == expected
+
+
 @BOTH_ROBOTS
 @pytest.mark.parametrize("phase", [0.0, 0.1, 0.25, 0.6, 0.9])
 def test_player_gait_offsets_equal_task_gait_offsets(run_fixture: str, request, phase: float):

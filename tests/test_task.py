@@ -76,15 +76,40 @@ def test_without_the_generator_actions_are_the_joint_targets():
     assert not task.config.gait.generator
     phases = jnp.linspace(0.0, 1.0, 17)
     assert float(jnp.abs(jax.vmap(task.gait_offset)(phases)).max()) == 0.0
-    walking = jax.vmap(task.swing_target, in_axes=(0, None))(phases, jnp.array([0.5, 0.0, 0.0]))
-    standing = jax.vmap(task.swing_target, in_axes=(0, None))(phases, jnp.zeros(3))
-    assert float(jnp.abs(standing).max()) == 0.0  # a zero command asks for all feet down
+    walking = jax.vmap(task.swing_target, in_axes=(0, None))(phases, jnp.asarray(False))
+    standing = jax.vmap(task.swing_target, in_axes=(0, None))(phases, jnp.asarray(True))
+    assert float(jnp.abs(standing).max()) == 0.0  # at rest all feet stay down
     assert float(walking.max()) == pytest.approx(task.config.gait.swing_height)
     # Feet LF, RF, LH, RH: diagonals alternate and never swing together.
     walking = np.asarray(walking)
     np.testing.assert_array_equal(walking[:, 0], walking[:, 3])
     np.testing.assert_array_equal(walking[:, 1], walking[:, 2])
     assert float(np.max(walking[:, 0] * walking[:, 1])) == 0.0
+
+
+def test_a_pushed_robot_at_a_zero_command_steps_only_with_a_recovery_speed():
+    """At a zero command the robot stands; with gait.recovery_speed a base moving faster than it
+    brings the gait back (clock shown, swing targets, no standing-pose penalty)."""
+    still, pushed = jnp.array([0.05, 0.0, 0.0]), jnp.array([0.0, -0.4, 0.0])
+    zero, walk = jnp.zeros(3), jnp.array([0.5, 0.0, 0.0])
+    plain = VelocityTask(VelocityTaskConfig(**QUIET))
+    assert bool(plain.at_rest(zero, pushed)) and not bool(plain.at_rest(walk, still))
+    stand = CommandConfig(zero_probability=1.0)
+    recovering = VelocityTask(VelocityTaskConfig(gait=GaitConfig(recovery_speed=0.3), commands=stand, **QUIET))
+    assert bool(recovering.at_rest(zero, still))
+    assert not bool(recovering.at_rest(zero, pushed))
+    assert not bool(recovering.at_rest(walk, still))
+
+    state = recovering.reset(jax.random.PRNGKey(0))
+    clock = slice(-2, None)  # the gait clock is the observation's last term
+    assert float(jnp.abs(state.obs[clock]).max()) == 0.0  # standing at reset: hidden
+    kicked = recovering.step_with_contact(state, jnp.zeros(recovering.action_size), kick=jnp.array([0.0, 1.0]))[0]
+    assert float(jnp.abs(kicked.obs[clock]).max()) > 0.5  # pushed: the clock is back
+
+
+def test_recovery_speed_needs_the_base_velocity():
+    with pytest.raises(ValueError, match="observe_base_lin_vel"):
+        VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.3))
 
 
 @pytest.mark.parametrize("delay, lagged", [(0.0, 0), (0.01, 2), (0.02, 4)])
@@ -114,7 +139,7 @@ def test_swing_height_reward_rewards_following_the_clock():
 
     task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.0), **QUIET))
     state = task.reset(jax.random.PRNGKey(0))
-    target = task.swing_target(jnp.asarray(0.25), jnp.array([0.5, 0.0, 0.0]))  # LF and RH at mid-swing
+    target = task.swing_target(jnp.asarray(0.25), jnp.asarray(False))  # LF and RH at mid-swing
 
     def reward(height):
         return feet_swing_height(_inputs(task, state, foot_height=height, swing_target=target))

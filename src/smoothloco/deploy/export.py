@@ -179,6 +179,7 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "swing_offsets": (gait.swing_offsets(robot, cfg.gait.hip_amplitude) * cfg.gait.generator).tolist(),
             "hide_clock_when_standing": cfg.gait.hide_clock_when_standing,
             "standing_command": STANDING_COMMAND,
+            "recovery_speed": cfg.gait.recovery_speed,
         },
         "joints": {
             "names": list(robot.joint_names),

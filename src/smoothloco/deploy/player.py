@@ -47,8 +47,8 @@ import onnxruntime
 
 CONTRACT_FORMAT = "smoothloco-policy"
 # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing;
-# 4: the "motors" section (torque-speed envelope)
-CONTRACT_VERSION = 4
+# 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed
+CONTRACT_VERSION = 5
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # Imperfections.bumps: an egg-crate ground h = bumps/2 sin(2πx/λ) sin(2πy/λ), sampled every
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
@@ -80,8 +80,15 @@ CONTRACT_SCHEMA: Schema = {
     # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
     # joint targets (``gait_offset``). All-zero offsets: a clock-only policy that steps by itself.
     # With hide_clock_when_standing the gait_clock observation is (0, 0) while the command's norm
-    # is at most standing_command (the phase keeps running).
-    "gait": {"frequency": float, "swing_offsets": list, "hide_clock_when_standing": bool, "standing_command": float},
+    # is at most standing_command (the phase keeps running) and, if recovery_speed > 0, the base's
+    # horizontal speed in its own frame (m/s) is at most recovery_speed: a pushed robot steps.
+    "gait": {
+        "frequency": float,
+        "swing_offsets": list,
+        "hide_clock_when_standing": bool,
+        "standing_command": float,
+        "recovery_speed": float,
+    },
     "joints": {"names": list, "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
     # The motors' DC torque-speed envelope where the robot states one (empty lists where not):
     # driving torque falls linearly from saturation_torque at rest to 0 at velocity_limit (rad/s),
@@ -174,7 +181,7 @@ OBSERVATION_TERMS: dict[str, Term] = {
     "gait_clock": Term(
         "sin and cos of 2 pi times the gait phase (cycles; see the gait section)",
         2,
-        lambda s: s.player.clock_observation(s.phase, s.command),
+        lambda s: s.player.clock_observation(s.phase, s.command, s.to_body(s.data.qvel[0:3])),
     ),
 }
 
@@ -365,6 +372,7 @@ class Player:
         self.swing_offsets = np.stack([_number_list(row, n, f"gait.swing_offsets[{i}]") for i, row in enumerate(rows)])
         self.hide_clock_when_standing = gait["hide_clock_when_standing"]
         self.standing_command = float(gait["standing_command"])
+        self.recovery_speed = float(gait["recovery_speed"])
 
     def _load_policy(self, policy: dict, sha256: str | None) -> None:
         onnx_file = self.export_dir / policy["file"]
@@ -404,12 +412,20 @@ class Player:
         state = _State(self, data, np.asarray(command, np.float64), np.asarray(last_action, np.float64), phase)
         return np.concatenate([scale * build(state) for build, scale in self.terms]).astype(np.float32)
 
-    def clock_observation(self, phase: float, command: np.ndarray) -> np.ndarray:
+    def clock_observation(self, phase: float, command: np.ndarray, base_lin_vel: np.ndarray) -> np.ndarray:
         """The gait_clock observation: sin and cos of the phase, or (0, 0) while standing if the
-        contract says so."""
-        if self.hide_clock_when_standing and np.linalg.norm(command) <= self.standing_command:
+        contract says so (``base_lin_vel``: the base's velocity in its own frame, m/s)."""
+        if self.hide_clock_when_standing and self.at_rest(command, base_lin_vel):
             return np.zeros(2)
         return np.array([math.sin(2.0 * math.pi * phase), math.cos(2.0 * math.pi * phase)])
+
+    def at_rest(self, command: np.ndarray, base_lin_vel: np.ndarray) -> bool:
+        """Whether the policy was trained to stand here: a zero command and, with a recovery
+        speed, a base moving no faster than it."""
+        rest = np.linalg.norm(command) <= self.standing_command
+        if self.recovery_speed > 0:
+            rest = rest and np.linalg.norm(base_lin_vel[:2]) <= self.recovery_speed
+        return bool(rest)
 
     def gait_offset(self, phase: float) -> np.ndarray:
         """Joint-target offsets of the trot generator: the first diagonal pair swings along a half

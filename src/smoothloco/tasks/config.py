@@ -119,9 +119,16 @@ class GaitConfig:
     # fixed input, not a clock the policy must learn to ignore. Without it the self-stepping
     # policy kept lifting a diagonal pair 1.5 cm at a zero command in MuJoCo (docs/own-gait.md).
     hide_clock_when_standing: bool = True
+    # m/s; at a zero command the gait (clock, swing targets, no standing-pose penalty) still runs
+    # while the base's horizontal speed exceeds this, so a push is answered with steps; 0: the
+    # command alone decides. Without it a standing robot never stepped after a push and fell at
+    # 1.5 m/s sideways (docs/results.md).
+    recovery_speed: float = 0.0
 
     def __post_init__(self) -> None:
         require_finite("task.gait", self)
+        if not self.recovery_speed >= 0:
+            raise ValueError(f"gait.recovery_speed must be >= 0 m/s (0 = off), got {self.recovery_speed}")
         if not self.frequency >= 0:
             raise ValueError(f"gait.frequency must be >= 0 Hz (0 = off), got {self.frequency}")
         if not self.hip_amplitude >= 0:
@@ -189,6 +196,11 @@ class VelocityTaskConfig:
             raise ValueError(
                 f"randomization.action_delay must not exceed control_dt ({self.control_dt} s): "
                 f"got {self.randomization.action_delay}"
+            )
+        if self.gait.recovery_speed > 0 and not self.observe_base_lin_vel:
+            raise ValueError(
+                "gait.recovery_speed switches the gait on by the base velocity, which a policy with "
+                "observe_base_lin_vel false does not have: set gait.recovery_speed 0 or observe_base_lin_vel true"
             )
         unknown = set(self.reward_weights) - set(DEFAULT_REWARD_WEIGHTS)
         if unknown:

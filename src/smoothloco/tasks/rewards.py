@@ -32,7 +32,7 @@ class RewardInputs:
     touchdown: jax.Array  # (4,) 1 where a foot landed this step
     foot_height: jax.Array  # (4,) foot sphere height above the ground (negative: sunk in)
     swing_target: jax.Array  # (4,) foot height the gait clock asks for (0: stand)
-    standing: jax.Array  # () 1 when the command asks the robot to stand still
+    standing: jax.Array  # () 1 when the robot should stand still (VelocityTask.at_rest)
     tracking_sigma: float = struct.field(pytree_node=False)
     base_height_target: float = struct.field(pytree_node=False)
     swing_height: float = struct.field(pytree_node=False)  # m, peak of the swing target
@@ -107,7 +107,7 @@ def feet_swing_height(x: RewardInputs) -> jax.Array:
 
 
 def stand_still(x: RewardInputs) -> jax.Array:
-    """At a zero command, distance (L1) of the joints from the standing pose (legged_gym's
+    """While standing, distance (L1) of the joints from the standing pose (legged_gym's
     term): the swing kernel barely notices a foot lifted a centimetre, this does."""
     return x.standing * jnp.sum(jnp.abs(x.joint_pos - x.joint_default))
 

@@ -181,19 +181,27 @@ class VelocityTask(Env):
             return jnp.zeros(self.action_size)
         return gait.offset_from_clock(self._swing_offsets, gait.clock(phase)[0])
 
-    def swing_target(self, phase: jax.Array, command: jax.Array) -> jax.Array:
-        """(n_feet,) foot heights the clock asks for; all zero (stand) at a zero command."""
+    def at_rest(self, command: jax.Array, base_lin_vel: jax.Array) -> jax.Array:
+        """Whether the robot should stand: a zero command and, with ``gait.recovery_speed``, a
+        base (velocity in its own frame) no faster than that."""
+        rest = standing(command)
+        if self.config.gait.recovery_speed > 0:
+            rest &= jnp.linalg.norm(base_lin_vel[:2]) <= self.config.gait.recovery_speed
+        return rest
+
+    def swing_target(self, phase: jax.Array, at_rest: jax.Array) -> jax.Array:
+        """(n_feet,) foot heights the clock asks for; all zero (stand) ``at_rest``."""
         gait_cfg = self.config.gait
         if gait_cfg.frequency == 0:
             return jnp.zeros(len(self.robot.foot_geoms))
-        return ~standing(command) * gait_cfg.swing_height * gait.swing_profile(phase, self._phase_shifts)
+        return ~at_rest * gait_cfg.swing_height * gait.swing_profile(phase, self._phase_shifts)
 
     # -- pieces ---------------------------------------------------------------------------
-    def _clock_observation(self, phase: jax.Array, command: jax.Array) -> jax.Array:
+    def _clock_observation(self, phase: jax.Array, at_rest: jax.Array) -> jax.Array:
         clock = gait.clock(phase)
         if not self.config.gait.hide_clock_when_standing:
             return clock
-        return jnp.where(standing(command), 0.0, clock)
+        return jnp.where(at_rest, 0.0, clock)
 
     def _active_terms(self) -> list[str]:
         return [name for name, w in self.config.reward_weights.items() if w != 0.0]
@@ -250,11 +258,13 @@ class VelocityTask(Env):
 
     def _reward_inputs(self, physics: SimState, info: dict, contact: StepInfo, action: jax.Array, phase: jax.Array):
         quat = physics.q[3:7]
+        lin_vel = rotate_inverse(quat, physics.v[:3])
+        at_rest = self.at_rest(info["command"], lin_vel)
         in_contact = contact.weight > 0.5
         air_time = info["air_time"] + self.config.control_dt
         touchdown = in_contact & (info["air_time"] > self.config.control_dt)
         inputs = RewardInputs(
-            lin_vel=rotate_inverse(quat, physics.v[:3]),
+            lin_vel=lin_vel,
             ang_vel=physics.v[3:6],
             gravity=rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
             command=info["command"],
@@ -271,8 +281,8 @@ class VelocityTask(Env):
             air_time=air_time,
             touchdown=touchdown.astype(jnp.float32),
             foot_height=contact.gap,
-            swing_target=self.swing_target(phase, info["command"]),
-            standing=standing(info["command"]).astype(jnp.float32),
+            swing_target=self.swing_target(phase, at_rest),
+            standing=at_rest.astype(jnp.float32),
             tracking_sigma=self.config.tracking_sigma,
             base_height_target=self.config.base_height_target,
             swing_height=self.config.gait.swing_height,
@@ -289,16 +299,17 @@ class VelocityTask(Env):
 
     def _observe(self, physics: SimState, info: dict, contact: StepInfo, key: jax.Array, noise: bool):
         quat = physics.q[3:7]
+        lin_vel = rotate_inverse(quat, physics.v[:3])
         raw = jnp.concatenate(
             [
-                rotate_inverse(quat, physics.v[:3]),
+                lin_vel,
                 physics.v[3:6],
                 rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
                 info["command"],
                 physics.q[7:] - self._default_pose,
                 physics.v[6:],
                 info["last_action"],
-                self._clock_observation(info["gait_phase"], info["command"]),
+                self._clock_observation(info["gait_phase"], self.at_rest(info["command"], lin_vel)),
             ]
         )
         clean = raw * self._obs_scale
