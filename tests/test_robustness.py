@@ -135,3 +135,13 @@ def test_joint_friction_and_damping_resist_the_motion_in_mujoco(player: Player):
     assert (suite.joint_friction, suite.joint_damping) == (2.0, 1.0)  # ANYmal: 2.5 % of 80 N·m, half of kd 2
     with pytest.raises(ValueError, match="joint_damping must be >= 0"):
         player.run(command, seconds=0.1, imperfections=Imperfections(joint_damping=-1.0))
+
+
+def test_rotor_armature_slows_the_joints_in_mujoco(player: Player):
+    command = [(0.0, 0.5, 0.0, 0.0)]
+    free = player.run(command, seconds=0.5)
+    heavy = player.run(command, seconds=0.5, imperfections=Imperfections(rotor_armature=0.5))
+    assert np.abs(heavy["joint_vel"]).mean() < np.abs(free["joint_vel"]).mean()
+    assert robustness.CONDITIONS["rotor armature"].imperfections.rotor_armature == pytest.approx(0.05)  # ANYmal
+    with pytest.raises(ValueError, match="rotor_armature must be >= 0"):
+        player.run(command, seconds=0.1, imperfections=Imperfections(rotor_armature=-0.1))

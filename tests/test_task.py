@@ -134,6 +134,26 @@ def test_action_delay_holds_the_previous_targets(delay, lagged):
     assert np.allclose(after.info["joint_target"], task._default_pose + task.config.action_scale * kick)
 
 
+def test_rotor_armature_is_randomized_per_environment_and_slows_the_joints():
+    task = VelocityTask(VelocityTaskConfig(**QUIET))
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    sims, axes = randomize(task.sys, keys, RandomizationConfig(rotor_armature=(0.02, 0.05)))
+    armature = np.asarray(sims.tree.dof_armature)
+    assert armature.shape == (8, task.sys.tree.dof_armature.shape[0]) and axes.tree.dof_armature == 0
+    np.testing.assert_array_equal(armature[:, :6], 0.0)  # the floating base has no rotor
+    assert np.all((armature[:, 6:] >= 0.02) & (armature[:, 6:] <= 0.05)) and np.ptp(armature[:, 6]) > 0.005
+    unchanged, _ = randomize(task.sys, keys)  # the other parameters keep their random streams
+    np.testing.assert_array_equal(np.asarray(unchanged.friction), np.asarray(sims.friction))
+
+    state = task.reset(jax.random.PRNGKey(0))
+    kick = jnp.full(task.action_size, 0.5)
+    light = task.step(state, kick)
+    task.sys = task.sys.replace(tree=task.sys.tree.replace(dof_armature=task.sys.tree.dof_armature.at[6:].add(0.2)))
+    heavy = task.step(state, kick)
+    speed = lambda s: float(jnp.abs(s.pipeline_state.v[6:]).mean())  # noqa: E731
+    assert speed(heavy) < 0.8 * speed(light)
+
+
 def test_swing_height_reward_rewards_following_the_clock():
     from smoothloco.tasks.rewards import feet_swing_height
 

@@ -117,8 +117,9 @@ class Imperfections(NamedTuple):
     impratio 1) instead of the stiff settings, the motors' torque-speed envelope for a policy
     trained without it, uneven ground: bumps of the given peak-to-trough height (m) in an
     egg-crate pattern of period ``BUMP_PERIOD`` (a heightfield instead of the flat floor), and
-    joint friction (N·m, MuJoCo's frictionloss) and viscous joint damping (N·m·s/rad) in every
-    driven joint, as gearboxes add. (A
+    joint friction (N·m, MuJoCo's frictionloss), viscous joint damping (N·m·s/rad) and rotor
+    armature (kg·m², the motor's reflected inertia) added to every driven joint, as geared
+    drives add. (A
     NamedTuple, not a dataclass: the player must load from its file alone, without being
     registered as a module.)"""
 
@@ -130,6 +131,7 @@ class Imperfections(NamedTuple):
     bumps: float = 0.0
     joint_friction: float = 0.0
     joint_damping: float = 0.0
+    rotor_armature: float = 0.0
     seed: int = 0
 
 
@@ -502,11 +504,12 @@ class Player:
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"seconds must be > 0, got {seconds}")
         model = self.model(friction, added_base_mass, imperfections.bumps)
-        for name in ("joint_friction", "joint_damping"):
+        for name in ("joint_friction", "joint_damping", "rotor_armature"):
             if not (math.isfinite(getattr(imperfections, name)) and getattr(imperfections, name) >= 0):
                 raise ValueError(f"{name} must be >= 0, got {getattr(imperfections, name)}")
         model.dof_frictionloss[self.dof_ids] += imperfections.joint_friction
         model.dof_damping[self.dof_ids] += imperfections.joint_damping
+        model.dof_armature[self.dof_ids] += imperfections.rotor_armature
         if imperfections.default_contact:
             model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_PYRAMIDAL, 1.0
         if not (math.isfinite(imperfections.action_delay) and imperfections.action_delay >= 0):

@@ -1,6 +1,6 @@
 """Robustness beyond the training ranges: the exported policy in MuJoCo (C) with what a real
 robot adds (control delay, sensor noise, weaker motors, the motors' torque-speed envelope,
-joint friction and damping, slippery and bumpy ground, MuJoCo's default contact, harder pushes, all at once), each
+joint friction, damping and rotor inertia, slippery and bumpy ground, MuJoCo's default contact, harder pushes, all at once), each
 condition on the same command grid and pushes.
 
 Every condition is judged with the standard evaluation's metrics (``transfer.summarize``), so
@@ -23,6 +23,7 @@ from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.tasks.velocity import observation_noise, observation_scales
 
 METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
+ARMATURE_PER_TORQUE = 0.05 / 80.0  # kg·m² per N·m of torque limit
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
     # A plausible gearbox, not a measured one: Coulomb friction of 2.5 % of the torque limit and
     # viscous damping of half the PD's kd (ANYmal: 2 N·m, 1 N·m·s/rad).
     gearbox_friction, gearbox_damping = 0.025 * float(np.mean(robot.torque_limit)), 0.5 * float(np.mean(robot.kd))
+    # A geared motor's reflected inertia (rotor inertia x gear ratio²), also not measured: 0.05
+    # kg·m² for ANYmal's 80 N·m drives, scaled with the torque limit (both grow with the ratio).
+    armature = ARMATURE_PER_TORQUE * float(np.mean(robot.torque_limit))
     return {
         "nominal": Condition(),
         "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
@@ -59,11 +63,13 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
         "friction 0.3": Condition(friction=0.3),
         "bumps 5 cm": Condition(Imperfections(bumps=0.05)),
         "joint friction and damping": Condition(Imperfections(joint_friction=gearbox_friction, joint_damping=gearbox_damping)),
+        "rotor armature": Condition(Imperfections(rotor_armature=armature)),
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
         "pushes 1.5 m/s": Condition(push_speed=1.5),
         "all combined": Condition(
             Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
-                          bumps=0.05, joint_friction=gearbox_friction, joint_damping=gearbox_damping),
+                          bumps=0.05, joint_friction=gearbox_friction, joint_damping=gearbox_damping,
+                          rotor_armature=armature),
             friction=0.4,
             push_speed=1.5,
         ),

@@ -84,9 +84,13 @@ class RandomizationConfig:
     # s; per-environment delay before new joint targets reach the motors (a robot's
     # communication and driver latency), a whole number of simulation steps up to control_dt
     action_delay: Range = (0.0, 0.0)
+    # kg·m² added to every driven joint's rotor inertia (armature), one value per environment:
+    # a geared drive's reflected inertia, which a link-only model leaves out
+    rotor_armature: Range = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         require_finite("task.randomization", self)
+        _check_range("randomization.rotor_armature", self.rotor_armature, lower_bound=0.0)
         _check_range("randomization.action_delay", self.action_delay, lower_bound=0.0)
         _check_range("randomization.friction", self.friction, lower_bound=0.0)
         _check_range("randomization.added_base_mass", self.added_base_mass)

@@ -11,7 +11,8 @@ from smoothloco.tasks.config import RandomizationConfig
 
 
 def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = RandomizationConfig()) -> tuple[Sim, Sim]:
-    """Ground friction, base mass and centre of mass, PD gains and motor strength per env.
+    """Ground friction, base mass and centre of mass, PD gains, motor strength and rotor
+    armature per env.
 
     ``rng`` holds one key per environment (shape (n, 2)).
     """
@@ -30,6 +31,7 @@ def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = Randomizat
             "kp": sim.kp * uniform(k[3], config.kp_scale, (n_joints,)),
             "kd": sim.kd * uniform(k[4], config.kd_scale, (n_joints,)),
             "motor_strength": uniform(k[5], config.motor_strength, (n_joints,)),
+            "dof_armature": tree.dof_armature.at[-n_joints:].add(uniform(jax.random.fold_in(key, 6), config.rotor_armature)),
         }
 
     return _batched(sim, jax.vmap(sample)(rng))
@@ -48,7 +50,7 @@ def set_physics(sim: Sim, friction: jax.Array, added_base_mass: jax.Array) -> tu
 def _batched(sim: Sim, values: dict[str, jax.Array]) -> tuple[Sim, Sim]:
     """``sim`` with the given leaves batched along axis 0, and the matching ``in_axes``: only those
     leaves carry a batch axis; everything else stays shared."""
-    tree_keys = {k for k in values if k in ("body_mass", "body_ipos")}
+    tree_keys = {k for k in values if k in ("body_mass", "body_ipos", "dof_armature")}
     sim_keys = set(values) - tree_keys
     batched = sim.replace(
         tree=sim.tree.replace(**{k: values[k] for k in tree_keys}), **{k: values[k] for k in sim_keys}
