@@ -51,13 +51,13 @@ def test_weaker_motors_and_a_control_delay_change_the_torque_as_specified(player
 
 
 def test_sensor_noise_follows_the_policy_observation():
-    from smoothloco.tasks import VelocityTaskConfig
+    from smoothloco.tasks import GaitConfig, VelocityTaskConfig
 
     full = robustness.sensor_noise()
-    blind = robustness.sensor_noise(VelocityTaskConfig(observe_base_lin_vel=False))
+    blind = robustness.sensor_noise(VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0)))
     np.testing.assert_array_equal(blind, full[3:])  # the base velocity's 0.1 m/s x scale 2 is what goes
     assert np.allclose(full[:3], 0.2)
-    noisy = robustness.conditions(VelocityTaskConfig(observe_base_lin_vel=False))
+    noisy = robustness.conditions(VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0)))
     assert noisy["all combined"].imperfections.obs_noise.shape == (47,)
 
 

@@ -92,7 +92,7 @@ def test_a_pushed_robot_at_a_zero_command_steps_only_with_a_recovery_speed():
     brings the gait back (clock shown, swing targets, no standing-pose penalty)."""
     still, pushed = jnp.array([0.05, 0.0, 0.0]), jnp.array([0.0, -0.4, 0.0])
     zero, walk = jnp.zeros(3), jnp.array([0.5, 0.0, 0.0])
-    plain = VelocityTask(VelocityTaskConfig(**QUIET))
+    plain = VelocityTask(VelocityTaskConfig(gait=GaitConfig(recovery_speed=0.0), **QUIET))
     assert bool(plain.at_rest(zero, pushed)) and not bool(plain.at_rest(walk, still))
     stand = CommandConfig(zero_probability=1.0)
     recovering = VelocityTask(VelocityTaskConfig(gait=GaitConfig(recovery_speed=0.3), commands=stand, **QUIET))
@@ -269,7 +269,7 @@ def test_soft_contact_stiffness_comes_from_the_task_config():
 
 def test_observation_without_base_velocity_drops_that_term_alone():
     full = VelocityTask(VelocityTaskConfig(**QUIET))
-    blind = VelocityTask(VelocityTaskConfig(observe_base_lin_vel=False, **QUIET))
+    blind = VelocityTask(VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0), **QUIET))
     assert blind.observation_size == full.observation_size - 3
     key, action = jax.random.PRNGKey(3), jnp.full(12, 0.3)
     seen = [jax.jit(lambda k, t=task: t.step(t.reset(k), action).obs)(key) for task in (full, blind)]

@@ -11,7 +11,7 @@ from fakes import FakePlayer, write_untrained_run
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.evaluate.transfer import evaluate_run, rollout_ours, write_report
-from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.tasks import RandomizationConfig, VelocityTaskConfig
 from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
@@ -28,7 +28,7 @@ def test_standard_scenarios_cover_commands_pushes_and_mismatch():
     pushes = [s for s in scenarios if s.kind == "push"]
     assert sorted({s.push_speed for s in pushes}) == pytest.approx([0.5, 1.0])
     assert len({round(s.push_direction_deg) for s in pushes}) == 8
-    assert {s.friction for s in scenarios if s.kind == "mismatch"} == {0.5, 0.8, 1.25}
+    assert {s.friction for s in scenarios if s.kind == "mismatch"} == {0.3, 0.8, 1.25}
     with pytest.raises(ValueError, match="after 0 s"):
         Scenario("x", "command", ((0.0, 1.0, 0.0, 0.0),), 2.0)
     with pytest.raises(ValueError, match="unknown kind"):
@@ -38,15 +38,17 @@ def test_standard_scenarios_cover_commands_pushes_and_mismatch():
 def test_mismatches_are_the_corners_of_the_robots_training_ranges():
     go2 = VelocityTaskConfig.for_robot("go2")
     corners = training_mismatches(go2.randomization)
-    assert (0.8, -1.0) in corners and (0.8, 2.0) in corners and (0.5, 2.0) in corners  # Go2 trains with -1..2 kg
+    assert (0.8, -1.0) in corners and (0.8, 2.0) in corners and (0.3, 2.0) in corners  # Go2 trains with -1..2 kg
     assert [s.added_base_mass for s in run_scenarios(go2) if s.kind == "mismatch"] == [m for _, m in corners]
 
 
 def test_mujoco_evaluation_goes_through_the_player_and_reports(tmp_path: Path):
-    (tmp_path / "config.json").write_text(json.dumps(TrainConfig().to_dict()))  # the default robot's run
+    # the default robot's run, trained on friction 0.5-1.25 (the fake player falls below 0.5)
+    task = VelocityTaskConfig(randomization=RandomizationConfig(friction=(0.5, 1.25)))
+    (tmp_path / "config.json").write_text(json.dumps(TrainConfig(task=task).to_dict()))
     player = FakePlayer()
     exported = []
-    scenarios = standard_scenarios()
+    scenarios = run_scenarios(task)
     summary, trajectories = evaluate_run(
         tmp_path, "mujoco", scenarios, player_factory=lambda d: player, exporter=lambda d: exported.append(d) or d
     )
