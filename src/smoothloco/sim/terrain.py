@@ -1,7 +1,9 @@
-"""Terrain as a height function of (x, y), so heightfields can replace flat ground later."""
+"""Terrain as a height function of (x, y): flat ground, or smooth rolling hills to train on."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import jax
@@ -15,6 +17,28 @@ class Terrain(Protocol):
 def flat(xy: jax.Array) -> jax.Array:
     """Flat ground at z = 0."""
     return jnp.zeros(xy.shape[:-1], xy.dtype)
+
+
+# Three plane waves (direction in degrees, wavelength in m) whose sum has no short period and no
+# axis it favours, unlike the evaluation's egg-crate bumps (1 m along x and y).
+HILL_WAVES = ((20.0, 1.3), (75.0, 0.9), (140.0, 1.7))
+
+
+@dataclass(frozen=True)
+class RollingHills:
+    """Smooth uneven ground of about ``height`` m from trough to crest (the sum of
+    ``HILL_WAVES``, each of amplitude height / 6); steepest slope about 2.6 x height (7° at 5 cm).
+    A frozen dataclass, so equal hills are one compiled program."""
+
+    height: float
+
+    def __call__(self, xy: jax.Array) -> jax.Array:
+        out = jnp.zeros(xy.shape[:-1], xy.dtype)
+        for degrees, wavelength in HILL_WAVES:
+            angle = math.radians(degrees)
+            along = xy[..., 0] * math.cos(angle) + xy[..., 1] * math.sin(angle)
+            out = out + jnp.cos(2.0 * math.pi * along / wavelength)
+        return self.height / (2 * len(HILL_WAVES)) * out
 
 
 def contact_frame(terrain: Callable[[jax.Array], jax.Array], point: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -167,6 +167,9 @@ class VelocityTaskConfig:
     # the robot's DC-motor torque-speed envelope (RobotSpec.velocity_limit) instead of a flat
     # torque limit: a real drive gives less torque the faster it turns
     motor_envelope: bool = False
+    # m from trough to crest of smooth rolling hills to train on (sim.terrain.RollingHills); 0 =
+    # flat. Base height (reward, termination) is then measured above the ground under the base.
+    hills_height: float = 0.0
     control_dt: float = 0.02  # s (50 Hz)
     action_scale: float = 0.5  # rad per unit action
     obs_noise: float = 1.0  # scale of uniform sensor noise (multiplies per-signal noise levels, legged_gym's)
@@ -213,6 +216,8 @@ class VelocityTaskConfig:
         unknown = set(self.reward_weights) - set(DEFAULT_REWARD_WEIGHTS)
         if unknown:
             raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
+        if not self.hills_height >= 0:
+            raise ValueError(f"hills_height must be >= 0 m (0 = flat ground), got {self.hills_height}")
         for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg", "soft_stiffness", "soft_damping"):
             if getattr(self, name) < 0 or (name != "obs_noise" and getattr(self, name) == 0):
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")

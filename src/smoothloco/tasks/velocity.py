@@ -14,7 +14,7 @@ import numpy as np
 from brax.envs.base import Env, State
 
 from smoothloco.robot import load_robot
-from smoothloco.sim import ContactConfig, Sim, SimState, StepInfo, make_sim
+from smoothloco.sim import ContactConfig, Sim, SimState, StepInfo, make_sim, terrain
 from smoothloco.sim import step as sim_step
 from smoothloco.sim.rotation import rotate_inverse
 from smoothloco.tasks import gait
@@ -36,6 +36,7 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
 )
 # A command (vx, vy, yaw rate) shorter than this asks the robot to stand: all feet down.
 STANDING_COMMAND = 0.1
+HILLS_SPAWN = 5.0  # m; on hills, each episode starts at a random (x, y) within ±this
 OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
@@ -66,7 +67,10 @@ class VelocityTask(Env):
         contact = ContactConfig(
             self.config.contact, soft_stiffness=self.config.soft_stiffness, soft_damping=self.config.soft_damping
         )
-        self.sys: Sim = make_sim(self.robot, contact, dt=self.config.sim_dt, motor_envelope=self.config.motor_envelope)
+        ground = terrain.RollingHills(self.config.hills_height) if self.config.hills_height > 0 else terrain.flat
+        self.sys: Sim = make_sim(
+            self.robot, contact, dt=self.config.sim_dt, terrain=ground, motor_envelope=self.config.motor_envelope
+        )
         self._nominal_base_mass = float(self.robot.mj_model().body_mass[1])
         self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
@@ -107,6 +111,9 @@ class VelocityTask(Env):
         rng, pose_key, command_key, push_key, phase_key = jax.random.split(rng, 5)
         q = jnp.asarray(self.robot.init_qpos(), jnp.float32)
         q = q.at[7:].add(jax.random.uniform(pose_key, (12,), minval=-0.05, maxval=0.05))
+        if self.config.hills_height > 0:  # start anywhere on the hills, at the standing height above them
+            xy = jax.random.uniform(jax.random.fold_in(rng, 2), (2,), minval=-HILLS_SPAWN, maxval=HILLS_SPAWN)
+            q = q.at[:2].set(xy).at[2].add(self.sys.terrain(xy))
         physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
         command, command_countdown = self._sample_command(command_key)
         info = {
@@ -275,7 +282,7 @@ class VelocityTask(Env):
             torque=contact.torque,
             action=action,
             last_action=info["last_action"],
-            base_height=physics.q[2],
+            base_height=self._base_height(physics),
             foot_weight=contact.weight,
             foot_slip=jnp.sqrt(jnp.sum(contact.foot_velocity[:, 1:] ** 2, axis=-1) + 1e-8),
             air_time=air_time,
@@ -289,9 +296,13 @@ class VelocityTask(Env):
         )
         return inputs, jnp.where(in_contact, 0.0, air_time)
 
+    def _base_height(self, physics: SimState) -> jax.Array:
+        """Height of the base above the ground under it."""
+        return physics.q[2] - self.sys.terrain(physics.q[:2])
+
     def _terminated(self, physics: SimState, contact: StepInfo, gravity: jax.Array) -> jax.Array:
         cfg = self.config
-        fallen = physics.q[2] < cfg.min_base_height
+        fallen = self._base_height(physics) < cfg.min_base_height
         knee_down = jnp.any(contact.knee_height < cfg.min_knee_height)
         tilted = gravity[2] > -jnp.cos(jnp.deg2rad(cfg.max_tilt_deg))
         diverged = ~contact.finite | (jnp.max(jnp.abs(physics.v)) > cfg.max_speed)
