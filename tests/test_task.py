@@ -154,6 +154,33 @@ def test_rotor_armature_is_randomized_per_environment_and_slows_the_joints():
     assert speed(heavy) < 0.8 * speed(light)
 
 
+def test_the_task_stands_on_rolling_hills_measuring_height_above_them():
+    from smoothloco.sim.terrain import RollingHills
+
+    hills = RollingHills(0.08)
+    grid = jnp.stack(jnp.meshgrid(jnp.linspace(-10, 10, 401), jnp.linspace(-10, 10, 401)), -1)
+    heights = hills(grid)
+    assert 0.07 < float(heights.max() - heights.min()) <= 0.08  # trough to crest
+    slopes = jax.vmap(jax.vmap(jax.grad(hills)))(grid)
+    assert float(jnp.linalg.norm(slopes, axis=-1).max()) < 2.7 * 0.08  # mild: under 12 degrees
+    assert hash(hills) == hash(RollingHills(0.08)) and hills == RollingHills(0.08)  # one compiled program
+
+    task = VelocityTask(VelocityTaskConfig(hills_height=0.08).quiet())
+    starts = jax.vmap(task.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
+    q = starts.pipeline_state.q
+    assert float(jnp.abs(q[:, :2]).max()) > 1.0  # episodes start all over the hills
+    np.testing.assert_allclose(q[:, 2] - hills(q[:, :2]), task.robot.init_qpos()[2], atol=1e-6)
+    step = jax.jit(jax.vmap(task.step, in_axes=(0, None)))
+    state = starts
+    for _ in range(25):  # half a second of the standing pose
+        state = step(state, jnp.zeros(task.action_size))
+    assert not bool(state.done.any())
+    above = jax.vmap(task._base_height)(state.pipeline_state)
+    assert float(jnp.abs(above - task.config.base_height_target).max()) < 0.03
+    with pytest.raises(ValueError, match="hills_height must be >= 0"):
+        VelocityTaskConfig(hills_height=-0.01)
+
+
 def test_swing_height_reward_rewards_following_the_clock():
     from smoothloco.tasks.rewards import feet_swing_height
 
