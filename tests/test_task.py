@@ -165,7 +165,8 @@ def test_the_task_stands_on_rolling_hills_measuring_height_above_them():
     assert float(jnp.linalg.norm(slopes, axis=-1).max()) < 2.7 * 0.08  # mild: under 12 degrees
     assert hash(hills) == hash(RollingHills(0.08)) and hills == RollingHills(0.08)  # one compiled program
 
-    task = VelocityTask(VelocityTaskConfig(hills_height=0.08).quiet())
+    assert VelocityTaskConfig(hills_height=0.08).quiet().hills_height == 0.0  # evaluations run on flat ground
+    task = VelocityTask(VelocityTaskConfig(hills_height=0.08, **QUIET))
     starts = jax.vmap(task.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
     q = starts.pipeline_state.q
     assert float(jnp.abs(q[:, :2]).max()) > 1.0  # episodes start all over the hills

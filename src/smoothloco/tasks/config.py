@@ -240,10 +240,12 @@ class VelocityTaskConfig:
         return round(self.control_dt / self.sim_dt)
 
     def quiet(self, **changes) -> VelocityTaskConfig:
-        """This task as the evaluations and the gradient study run it: no random pushes, no
-        domain randomization, no sensor noise, and a command drawn at reset that is never
-        resampled (scripted rollouts set theirs); ``changes`` replace further fields."""
+        """This task as the evaluations and the gradient study run it: flat ground (as in
+        MuJoCo's scenarios), no random pushes, no domain randomization, no sensor noise, and a
+        command drawn at reset that is never resampled (scripted rollouts set theirs);
+        ``changes`` replace further fields."""
         quiet = dict(
+            hills_height=0.0,
             pushes=PushConfig(enabled=False),
             randomization=RandomizationConfig(enabled=False),
             obs_noise=0.0,
