@@ -40,6 +40,15 @@ def test_a_config_from_before_the_trot_generator_loads_with_it_off():
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
 
 
+def test_a_config_from_before_the_recovery_steps_loads_without_them():
+    """A run trained before gait.recovery_speed existed keeps standing after a push; a blind run
+    of that time (which the new default would refuse) still loads."""
+    saved = TrainConfig().to_dict()
+    del saved["task"]["gait"]["recovery_speed"]
+    saved["task"]["observe_base_lin_vel"] = False
+    assert TrainConfig.from_dict(saved).task.gait.recovery_speed == 0.0
+
+
 def test_final_sharpness_is_what_the_policy_trained_with():
     assert TrainConfig().final_sharpness == 1000.0  # the end of SHAC's default schedule
     assert TrainConfig(shac=SHACConfig(sharpness_schedule=())).final_sharpness == 300.0

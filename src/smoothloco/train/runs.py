@@ -119,8 +119,9 @@ class TrainConfig:
         # Runs from before the trot generator have no "gait" section: they trained without one.
         absent = {"gait": {"frequency": 0.0}}
         sections = (("commands", CommandConfig), ("pushes", PushConfig), ("gait", GaitConfig), ("randomization", RandomizationConfig))
-        # Runs from before the hidden standing clock observed it at every command.
-        before = {"gait": {"hide_clock_when_standing": False}}
+        # Runs from before the hidden standing clock observed it at every command; runs from
+        # before the recovery steps stood at a zero command whatever their speed.
+        before = {"gait": {"hide_clock_when_standing": False, "recovery_speed": 0.0}}
         for key, sub in sections:
             task[key] = sub(**{**before.get(key, {}), **untuple(saved["task"].get(key, absent.get(key, {})))})
         return cls(  # runs from before PPO existed have no "algo" and "ppo"
