@@ -148,6 +148,10 @@ class _State:
         self.player, self.data, self.command, self.last_action = player, data, command, last_action
         self.phase = phase
 
+    def base_lin_vel(self) -> np.ndarray:
+        """The base's linear velocity in its own frame (m/s)."""
+        return self.to_body(self.data.qvel[0:3])
+
     def to_body(self, world: np.ndarray) -> np.ndarray:
         """A world-frame vector in the base frame."""
         inverse = np.empty(4)
@@ -167,7 +171,7 @@ class Term(NamedTuple):
 # ``smoothloco.tasks.velocity.OBS_LAYOUT``; the exporter refuses a task term missing here, and a
 # test checks the values against the task's observation.
 OBSERVATION_TERMS: dict[str, Term] = {
-    "base_lin_vel": Term("base linear velocity, base frame (m/s)", 3, lambda s: s.to_body(s.data.qvel[0:3])),
+    "base_lin_vel": Term("base linear velocity, base frame (m/s)", 3, lambda s: s.base_lin_vel()),
     "base_ang_vel": Term("base angular velocity, base frame (rad/s)", 3, lambda s: s.data.qvel[3:6]),
     "projected_gravity": Term(
         "unit gravity direction, base frame", 3, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))
@@ -183,7 +187,7 @@ OBSERVATION_TERMS: dict[str, Term] = {
     "gait_clock": Term(
         "sin and cos of 2 pi times the gait phase (cycles; see the gait section)",
         2,
-        lambda s: s.player.clock_observation(s.phase, s.command, s.to_body(s.data.qvel[0:3])),
+        lambda s: s.player.clock_observation(s.phase, s.command, s.base_lin_vel()),
     ),
 }
 

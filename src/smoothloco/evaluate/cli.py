@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
         "--robustness",
         action="store_true",
         help="also run the robustness suite in MuJoCo (control delay, sensor noise, weaker motors, the motors' "
-        "torque-speed envelope, joint friction and damping, friction 0.3, 5 cm bumps, MuJoCo's default contact, 1.5 m/s pushes, all combined): "
+        "torque-speed envelope, joint friction and damping, rotor armature, friction 0.3, 5 cm bumps, MuJoCo's default contact, 1.5 m/s pushes, all combined): "
         "summary.json 'robustness', robustness.png",
     )
     parser.set_defaults(func=run_eval)
