@@ -61,9 +61,12 @@ def go2_run_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def blind_run_dir(tmp_path_factory) -> Path:
-    """The actor without base linear velocity (proprioception and IMU), the critic with it."""
+    """The actor without base linear velocity (proprioception and IMU, the last 3 frames), the
+    critic with it."""
     folder = tmp_path_factory.mktemp("deploy-blind")
-    return _exported_untrained_run(folder, "anymal_c", recovery_speed=0.0, observe_base_lin_vel=False, privileged_critic=True)
+    return _exported_untrained_run(
+        folder, "anymal_c", recovery_speed=0.0, observe_base_lin_vel=False, privileged_critic=True, obs_history=3
+    )
 
 
 BOTH_ROBOTS = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir"])
@@ -132,8 +135,10 @@ def test_export_writes_the_contract(run_fixture: str, request):
     assert ("base_lin_vel" in names) == task.observe_base_lin_vel
     scales = np.concatenate([t["scale"] for t in contract["observation"]["terms"]])
     np.testing.assert_array_equal(scales, observation_scales(task))
-    assert contract["observation"]["size"] == scales.size == VelocityTask(task).observation_size["state"][0] \
-        if task.privileged_critic else VelocityTask(task).observation_size
+    actor_input = VelocityTask(task).observation_size
+    actor_input = actor_input["state"][0] if task.privileged_critic else actor_input
+    assert contract["observation"]["history"] == task.obs_history
+    assert contract["observation"]["size"] * task.obs_history == scales.size * task.obs_history == actor_input
     assert contract["joints"]["names"] == list(robot.joint_names)
     np.testing.assert_allclose(contract["joints"]["torque_limit"], robot.torque_limit, rtol=1e-6)  # float32
     assert contract["action"]["scale"] == VelocityTaskConfig.for_robot(robot.name).action_scale
@@ -264,7 +269,22 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
     observed = player.observe(data, np.asarray(state.info["command"]), np.asarray(state.info["last_action"]), phase)
     actor_obs = np.asarray(state.obs["state"] if isinstance(state.obs, dict) else state.obs)
     assert np.abs(actor_obs[:6]).min() > 1e-3  # velocities and gravity are not trivial
-    np.testing.assert_allclose(observed, actor_obs, atol=2e-5, rtol=1e-5)
+    np.testing.assert_allclose(observed, actor_obs[: observed.size], atol=2e-5, rtol=1e-5)  # the newest frame
+
+
+def test_player_feeds_the_policy_its_last_observations_newest_first(blind_run_dir: Path, monkeypatch):
+    player = Player(blind_run_dir / "export")
+    assert player.history == 3
+    inputs = []
+    act = player.act
+    monkeypatch.setattr(player, "act", lambda obs: inputs.append(obs) or act(obs))
+    player.run(commands=[(0.0, 0.5, 0.0, 0.0)], seconds=0.06)
+    first, second, third = (np.split(x, 3) for x in inputs)
+    np.testing.assert_array_equal(first[1], first[0])  # the first frame fills the history
+    np.testing.assert_array_equal(first[2], first[0])
+    assert np.abs(second[0] - first[0]).max() > 1e-4
+    np.testing.assert_array_equal(second[1:], [first[0], first[0]])
+    np.testing.assert_array_equal(third[1:], [second[0], first[0]])
 
 
 def test_player_brings_the_clock_back_for_a_pushed_robot_as_the_task_does(run_dir: Path, tmp_path: Path):

@@ -273,6 +273,7 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: PushConfig(max_speed=-1.0), "max_speed must be >= 0"),
         (lambda: RandomizationConfig(friction=(-0.1, 1.0)), "must not go below 0"),
         (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
+        (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
     ],
 )
 def test_bad_task_config(make, message):
@@ -303,3 +304,18 @@ def test_observation_without_base_velocity_drops_that_term_alone():
     seen = [jax.jit(lambda k, t=task: t.step(t.reset(k), action).obs)(key) for task in (full, blind)]
     assert float(jnp.abs(seen[0][:3]).max()) > 1e-3  # the full observation's velocity is not zero
     np.testing.assert_allclose(seen[1], seen[0][3:], atol=1e-6)
+
+
+def test_observation_history_stacks_the_last_frames_newest_first():
+    task = VelocityTask(VelocityTaskConfig(obs_history=3, **QUIET))
+    n = VelocityTask(VelocityTaskConfig(**QUIET)).observation_size
+    assert task.observation_size == 3 * n
+    state = jax.jit(task.reset)(jax.random.PRNGKey(5))
+    seen = [state.obs]
+    for action in jax.random.uniform(jax.random.PRNGKey(4), (2, 12), minval=-0.5, maxval=0.5):
+        state = jax.jit(task.step)(state, action)
+        seen.append(state.obs)
+    (f0, *reset_rest), (f1, *first_rest), (f2, *second_rest) = (jnp.split(obs, 3) for obs in seen)
+    assert float(jnp.abs(f1 - f0).max()) > 1e-3 and float(jnp.abs(f2 - f1).max()) > 1e-3
+    for seen_rest, expected in ((reset_rest, [f0, f0]), (first_rest, [f0, f0]), (second_rest, [f1, f0])):
+        np.testing.assert_array_equal(jnp.concatenate(seen_rest), jnp.concatenate(expected))

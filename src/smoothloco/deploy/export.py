@@ -172,7 +172,7 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
     return {
         "format": player.CONTRACT_FORMAT,
         "version": player.CONTRACT_VERSION,
-        "observation": {"size": start, "terms": terms},
+        "observation": {"size": start, "terms": terms, "history": cfg.obs_history},
         "action": {"size": task.action_size, "scale": cfg.action_scale},
         "gait": {
             "frequency": cfg.gait.frequency,

@@ -47,8 +47,8 @@ import onnxruntime
 
 CONTRACT_FORMAT = "smoothloco-policy"
 # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing;
-# 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed
-CONTRACT_VERSION = 5
+# 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed; 6: observation.history
+CONTRACT_VERSION = 6
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # Imperfections.bumps: an egg-crate ground h = bumps/2 sin(2πx/λ) sin(2πy/λ), sampled every
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
@@ -74,7 +74,9 @@ Schema = dict[str, Any]
 CONTRACT_SCHEMA: Schema = {
     "format": str,
     "version": int,
-    "observation": {"size": int, "terms": list},
+    # The policy's input is the last ``history`` observations (each ``size`` entries, built from
+    # ``terms``) concatenated, newest first; at the first control period the first one fills them.
+    "observation": {"size": int, "terms": list, "history": int},
     "action": {"size": int, "scale": float},
     # The gait clock and the trot generator on it: the phase advances frequency * control_dt
     # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
@@ -360,6 +362,9 @@ class Player:
                 f"policy.json: observation.size is {observation['size']}, but its terms add up to {total}"
             )
         self.obs_size = total
+        if observation["history"] < 1:
+            raise PolicyContractError(f"policy.json: observation.history must be >= 1 frames, got {observation['history']}")
+        self.history = observation["history"]
         if action["size"] != n_joints:
             raise PolicyContractError(
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
@@ -403,7 +408,7 @@ class Player:
                 f"policy.json expects input {policy['input']!r} and output {policy['output']!r}"
             )
         for what, shape, size in (
-            ("input", inputs[policy["input"]], self.obs_size),
+            ("input", inputs[policy["input"]], self.history * self.obs_size),
             ("output", outputs[policy["output"]], len(self.dof_ids)),
         ):
             if len(shape) != 2 or shape[1] != size:
@@ -440,7 +445,7 @@ class Player:
         return max(sine, 0.0) * self.swing_offsets[0] + max(-sine, 0.0) * self.swing_offsets[1]
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        """The deterministic action for one observation."""
+        """The deterministic action for one policy input (``history`` observations, newest first)."""
         return self.session.run([self.output_name], {self.input_name: obs[None]})[0][0].astype(np.float64)
 
     def initial_qpos(self) -> np.ndarray:
@@ -546,6 +551,7 @@ class Player:
             "power": np.zeros(steps),
         }
         last_action = np.zeros(n)
+        frames: collections.deque[np.ndarray] = collections.deque(maxlen=self.history)  # newest first
         phase = 0.0
         fallen = False
         next_frame = 0.0
@@ -563,7 +569,8 @@ class Player:
             obs = self.observe(data, command, last_action, phase)
             if imperfections.obs_noise is not None:
                 obs = obs + (imperfections.obs_noise * rng.uniform(-1.0, 1.0, obs.shape)).astype(np.float32)
-            action = self.act(obs)
+            frames.extendleft([obs] * (self.history if not frames else 1))
+            action = self.act(np.concatenate(frames))
             target = self.default_pose + self.action_scale * action + self.gait_offset(phase)
             fallen = fallen or self._fallen(data, state)
             applied = in_flight[0] if delay_steps else target

@@ -177,6 +177,10 @@ class VelocityTaskConfig:
     # False: the actor observes proprioception and the IMU only, as on a robot without a base
     # velocity estimator; with privileged_critic the critic still sees the velocity
     observe_base_lin_vel: bool = True
+    # observation frames the actor sees, newest first (1: the current one). Past frames show how
+    # the joints and the base answered the last actions: slip, a delay, a weak motor, and (for a
+    # policy without observe_base_lin_vel) the base velocity, none of which one frame shows.
+    obs_history: int = 1
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m
     max_tilt_deg: float = 60.0
@@ -216,6 +220,8 @@ class VelocityTaskConfig:
         unknown = set(self.reward_weights) - set(DEFAULT_REWARD_WEIGHTS)
         if unknown:
             raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
+        if isinstance(self.obs_history, bool) or not (isinstance(self.obs_history, int) and self.obs_history >= 1):
+            raise ValueError(f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}")
         if not self.hills_height >= 0:
             raise ValueError(f"hills_height must be >= 0 m (0 = flat ground), got {self.hills_height}")
         for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg", "soft_stiffness", "soft_damping"):

@@ -89,7 +89,7 @@ class VelocityTask(Env):
     # -- Brax Env interface -------------------------------------------------------------
     @property
     def observation_size(self):
-        actor = len(self._actor_entries)
+        actor = len(self._actor_entries) * self.config.obs_history
         if self.config.privileged_critic:
             return {"state": (actor,), "privileged_state": (OBS_SIZE + PRIVILEGED_EXTRA,)}
         return actor
@@ -132,6 +132,7 @@ class VelocityTask(Env):
         }
         contact = _resting_contact(physics)
         obs = self._observe(physics, info, contact, jax.random.PRNGKey(0), noise=False)
+        obs, info["obs_frames"] = self._with_history(obs, None)
         metrics = {f"reward/{name}": jnp.zeros(()) for name in self._active_terms()}
         metrics.update(lin_vel_error=jnp.zeros(()), yaw_rate_error=jnp.zeros(()))
         return State(physics, obs, jnp.zeros(()), jnp.zeros(()), metrics, info)
@@ -173,6 +174,7 @@ class VelocityTask(Env):
         if kick is not None:
             physics = physics.replace(v=physics.v.at[:2].add(kick))
         obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
+        obs, info["obs_frames"] = self._with_history(obs, info["obs_frames"])
         metrics = dict(state.metrics)  # keep keys that wrappers (Brax's PPO) add
         metrics.update({f"reward/{k}": v for k, v in terms.items()})
         metrics.update(
@@ -209,6 +211,17 @@ class VelocityTask(Env):
         if not self.config.gait.hide_clock_when_standing:
             return clock
         return jnp.where(at_rest, 0.0, clock)
+
+    def _with_history(self, obs, frames: jax.Array | None):
+        """``obs`` with the actor's part replaced by its last ``obs_history`` frames, newest first,
+        and those frames (for the next step). At reset (``frames`` None) the first frame fills them."""
+        actor = obs["state"] if isinstance(obs, dict) else obs
+        if frames is None:
+            frames = jnp.broadcast_to(actor, (self.config.obs_history, actor.shape[-1]))
+        else:
+            frames = jnp.concatenate([actor[None], frames[:-1]])
+        stacked = frames.reshape(-1)
+        return ({**obs, "state": stacked} if isinstance(obs, dict) else stacked), frames
 
     def _active_terms(self) -> list[str]:
         return [name for name, w in self.config.reward_weights.items() if w != 0.0]
