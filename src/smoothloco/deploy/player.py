@@ -581,11 +581,15 @@ class Player:
                 if delay_steps:
                     in_flight.append(target)
                     applied = in_flight.popleft()
-                data.qfrc_applied[self.dof_ids] = self._torque(data, applied, strength, envelope)
+                torque = self._torque(data, applied, strength, envelope)
+                data.qfrc_applied[self.dof_ids] = torque
                 if frame_callback is not None and data.time >= next_frame - 1e-9:
                     frame_callback(model, data, command)
                     next_frame += 1.0 / FRAME_RATE
                 mujoco.mj_step2(model, data)
+                # The motors' mechanical power, averaged over the control period (the simulator's
+                # StepInfo.power): Euler moves the joints by the new velocity, so this is their work / dt.
+                traj["power"][k] += np.sum(np.abs(torque * data.qvel[self.dof_ids])) / self.substeps
             last_action = action
             phase = (phase + self.gait_frequency * self.control_dt) % 1.0
         return traj
@@ -635,7 +639,6 @@ class Player:
         traj["foot_height"][k] = self._foot_heights(model, data)
         traj["penetration"][k] = depth
         traj["fallen"][k] = fallen
-        traj["power"][k] = np.sum(np.abs(torque * joint_vel))
 
     def _foot_heights(self, model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
         """Height of each foot sphere's lowest point above the floor (flat ground, as trained on)."""

@@ -16,7 +16,7 @@ from smoothloco.sim.rotation import rotate_inverse
 
 def trajectory_sample(state: State, contact: StepInfo) -> dict[str, jax.Array]:
     """The sample of ``state`` (the state at the start of a control step) and the ``contact`` of
-    that step's last simulation step (torques, feet). ``done`` is the state's own flag."""
+    that step's last simulation step (torques, feet; the motors' power averaged over the step). ``done`` is the state's own flag."""
     q, v = state.pipeline_state.q, state.pipeline_state.v
     touching = contact.gap < 0  # the task's in-contact test (weight > 0.5) for every model
     depth = jnp.sum(jnp.where(touching, -contact.gap, 0.0)) / jnp.maximum(jnp.sum(touching), 1)
@@ -31,6 +31,6 @@ def trajectory_sample(state: State, contact: StepInfo) -> dict[str, jax.Array]:
         "foot_slip": jnp.where(touching, jnp.linalg.norm(contact.foot_velocity[:, 1:], axis=-1), 0.0),
         "foot_height": contact.gap,
         "penetration": depth,
-        "power": jnp.sum(jnp.abs(contact.torque * v[6:])),
+        "power": contact.power,
         "done": state.done > 0,
     }

@@ -51,6 +51,9 @@ class StepInfo:
     impulse: jax.Array  # (n_feet, 3) applied impulse, contact frame [normal, t1, t2]
     foot_velocity: jax.Array  # (n_feet, 3) contact-point velocity after the step, contact frame
     torque: jax.Array  # (n_joints,) applied joint torques
+    # () the motors' mechanical power over the step, Σ|τ·(q̇ + q̇_new)/2| (W): with positions
+    # advanced by the mean of the two velocities, exactly the work each joint's torque did / dt
+    power: jax.Array
     knee_height: jax.Array  # (n_knees,) knee joint heights above the terrain at the midpoint
     finite: jax.Array  # () whether the new state is finite
 
@@ -232,6 +235,7 @@ def _step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Arr
         impulse=impulse,
         foot_velocity=(jac @ v_new).reshape(-1, 3),
         torque=torque,
+        power=jnp.sum(jnp.abs(torque * 0.5 * (state.v[FREE_DOF:] + v_new[FREE_DOF:]))),
         knee_height=_heights_above_terrain(sim, dyn.frames.xpos[np.array(sim.knee_body_ids, int)]),
         finite=finite,
     )

@@ -155,7 +155,9 @@ class VelocityTask(Env):
             return sim_step(self.sys, physics, applied, info["sharpness"])
 
         physics, contacts = jax.lax.scan(substep, state.pipeline_state, jnp.arange(cfg.substeps))
-        contact = jax.tree.map(lambda x: x[-1], contacts)
+        # The last simulation step's contact, with the motors' power averaged over the control
+        # step: one simulation step's would sample the PD transient at one phase of it.
+        contact = jax.tree.map(lambda x: x[-1], contacts).replace(power=jnp.mean(contacts.power))
         # A non-finite step keeps the last good state and ends the episode, so no NaN reaches
         # observations, rewards or gradients.
         physics = jax.tree.map(lambda new, old: jnp.where(contact.finite, new, old), physics, state.pipeline_state)
@@ -369,6 +371,7 @@ def _resting_contact(physics: SimState) -> StepInfo:
         impulse=jnp.zeros((n, 3)),
         foot_velocity=jnp.zeros((n, 3)),
         torque=jnp.zeros(12),
+        power=jnp.zeros(()),
         knee_height=jnp.ones(n),
         finite=jnp.array(True),
     )
