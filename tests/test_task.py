@@ -319,3 +319,6 @@ def test_observation_history_stacks_the_last_frames_newest_first():
     assert float(jnp.abs(f1 - f0).max()) > 1e-3 and float(jnp.abs(f2 - f1).max()) > 1e-3
     for seen_rest, expected in ((reset_rest, [f0, f0]), (first_rest, [f0, f0]), (second_rest, [f1, f0])):
         np.testing.assert_array_equal(jnp.concatenate(seen_rest), jnp.concatenate(expected))
+    command = jnp.array([0.5, 0.0, 0.2])  # a scripted start shows its command in every frame
+    frames = jnp.split(jax.jit(task.reset_commanded)(jax.random.PRNGKey(5), command).obs, 3)
+    np.testing.assert_array_equal([frame[9:12] for frame in frames], [command] * 3)

@@ -11,7 +11,6 @@ import numpy as np
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
-from smoothloco.tasks.velocity import _resting_contact
 
 # (vx m/s, vy m/s, yaw rad/s): forward, lateral and turning, both signs, and standing still.
 EVAL_COMMANDS: tuple[tuple[float, float, float], ...] = (
@@ -65,9 +64,8 @@ def command_evaluator(
 
     def run(params, sharpness: jax.Array, command: jax.Array, key: jax.Array):
         policy = make_policy(params)
-        state = task.reset(key)
-        state = state.replace(info={**state.info, "command": command, "sharpness": sharpness})
-        state = state.replace(obs=task._observe(state.pipeline_state, state.info, _resting_contact(None), key, False))
+        state = task.reset_commanded(key, command)
+        state = state.replace(info={**state.info, "sharpness": sharpness})
 
         def body(carry, _):
             state, fallen, ret = carry

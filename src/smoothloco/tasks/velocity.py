@@ -137,6 +137,15 @@ class VelocityTask(Env):
         metrics.update(lin_vel_error=jnp.zeros(()), yaw_rate_error=jnp.zeros(()))
         return State(physics, obs, jnp.zeros(()), jnp.zeros(()), metrics, info)
 
+    def reset_commanded(self, rng: jax.Array, command: jax.Array) -> State:
+        """``reset`` with ``command`` (vx, vy, yaw rate) in force, for scripted evaluations: the
+        first observation, and the history it fills, show it."""
+        state = self.reset(rng)
+        info = {**state.info, "command": command}
+        obs = self._observe(state.pipeline_state, info, _resting_contact(state.pipeline_state), jax.random.PRNGKey(0), noise=False)
+        obs, info["obs_frames"] = self._with_history(obs, None)
+        return state.replace(obs=obs, info=info)
+
     def step(self, state: State, action: jax.Array) -> State:
         return self.step_with_contact(state, action)[0]
 
