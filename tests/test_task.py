@@ -7,6 +7,7 @@ import pytest
 from brax.envs.wrappers import training
 
 from smoothloco.tasks import OBS_SIZE, GaitConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig, randomize
+from smoothloco.sim import step as sim_step
 from smoothloco.tasks.config import CommandConfig
 
 QUIET = dict(pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))
@@ -152,6 +153,27 @@ def test_rotor_armature_is_randomized_per_environment_and_slows_the_joints():
     heavy = task.step(state, kick)
     speed = lambda s: float(jnp.abs(s.pipeline_state.v[6:]).mean())  # noqa: E731
     assert speed(heavy) < 0.8 * speed(light)
+
+
+def test_joint_friction_is_randomized_per_environment_and_resists_motion():
+    task = VelocityTask(VelocityTaskConfig(**QUIET))
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    sims, axes = randomize(task.sys, keys, RandomizationConfig(joint_friction=(1.0, 3.0)))
+    friction = np.asarray(sims.joint_friction)
+    assert friction.shape == (8, task.action_size) and axes.joint_friction == 0
+    assert np.all((friction >= 1.0) & (friction <= 3.0)) and np.ptp(friction[:, 0]) > 0.1
+    np.testing.assert_array_equal(friction, friction[:, :1].repeat(task.action_size, axis=1))  # one per env
+    unchanged, _ = randomize(task.sys, keys)  # the other parameters keep their random streams
+    np.testing.assert_array_equal(np.asarray(unchanged.friction), np.asarray(sims.friction))
+
+    # Joints spinning in the air, motors off: friction slows them by about friction x dt / inertia.
+    state = task.reset(jax.random.PRNGKey(0))
+    physics = state.pipeline_state
+    physics = physics.replace(q=physics.q.at[2].set(5.0), v=physics.v.at[6:].set(3.0))
+    loose = task.sys.replace(kp=jnp.zeros(12), kd=jnp.zeros(12))
+    step = jax.jit(lambda sim: sim_step(sim, physics, jnp.zeros(12), 100.0)[0].v[6:])
+    free, braked = step(loose), step(loose.replace(joint_friction=jnp.full(12, 20.0)))
+    assert float(jnp.min(free - braked)) > 0.0
 
 
 def test_the_task_stands_on_rolling_hills_measuring_height_above_them():

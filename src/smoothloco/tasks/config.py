@@ -90,10 +90,14 @@ class RandomizationConfig:
     # kg·m² added to every driven joint's rotor inertia (armature), one value per environment:
     # a geared drive's reflected inertia, which a link-only model leaves out
     rotor_armature: Range = (0.0, 0.0)
+    # N·m of Coulomb friction in every driven joint, one value per environment (a gearbox's
+    # losses; sim.Sim.joint_friction)
+    joint_friction: Range = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         require_finite("task.randomization", self)
         _check_range("randomization.rotor_armature", self.rotor_armature, lower_bound=0.0)
+        _check_range("randomization.joint_friction", self.joint_friction, lower_bound=0.0)
         _check_range("randomization.action_delay", self.action_delay, lower_bound=0.0)
         _check_range("randomization.friction", self.friction, lower_bound=0.0)
         _check_range("randomization.added_base_mass", self.added_base_mass)

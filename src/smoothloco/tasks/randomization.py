@@ -11,8 +11,8 @@ from smoothloco.tasks.config import RandomizationConfig
 
 
 def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = RandomizationConfig()) -> tuple[Sim, Sim]:
-    """Ground friction, base mass and centre of mass, PD gains, motor strength and rotor
-    armature per env.
+    """Ground friction, base mass and centre of mass, PD gains, motor strength, rotor armature
+    and joint friction per env.
 
     ``rng`` holds one key per environment (shape (n, 2)).
     """
@@ -32,6 +32,7 @@ def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = Randomizat
             "kd": sim.kd * uniform(k[4], config.kd_scale, (n_joints,)),
             "motor_strength": uniform(k[5], config.motor_strength, (n_joints,)),
             "dof_armature": tree.dof_armature.at[-n_joints:].add(uniform(jax.random.fold_in(key, 6), config.rotor_armature)),
+            "joint_friction": jnp.full(n_joints, uniform(jax.random.fold_in(key, 7), config.joint_friction)),
         }
 
     return _batched(sim, jax.vmap(sample)(rng))
