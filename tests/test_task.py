@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from brax.envs.wrappers import training
 
-from smoothloco.tasks import OBS_SIZE, GaitConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig, randomize
 from smoothloco.sim import step as sim_step
+from smoothloco.tasks import OBS_SIZE, GaitConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig, randomize
 from smoothloco.tasks.config import CommandConfig
 
 QUIET = dict(pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))

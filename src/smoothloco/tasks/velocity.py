@@ -130,9 +130,7 @@ class VelocityTask(Env):
             "joint_target": jnp.asarray(self.robot.default_pose, jnp.float32),  # what the motors last received
             "action_delay_steps": self._sample_action_delay(delay_key),
         }
-        contact = _resting_contact(physics)
-        obs = self._observe(physics, info, contact, jax.random.PRNGKey(0), noise=False)
-        obs, info["obs_frames"] = self._with_history(obs, None)
+        obs, info["obs_frames"] = self._first_observation(physics, info)
         metrics = {f"reward/{name}": jnp.zeros(()) for name in self._active_terms()}
         metrics.update(lin_vel_error=jnp.zeros(()), yaw_rate_error=jnp.zeros(()))
         return State(physics, obs, jnp.zeros(()), jnp.zeros(()), metrics, info)
@@ -142,8 +140,7 @@ class VelocityTask(Env):
         first observation, and the history it fills, show it."""
         state = self.reset(rng)
         info = {**state.info, "command": command}
-        obs = self._observe(state.pipeline_state, info, _resting_contact(state.pipeline_state), jax.random.PRNGKey(0), noise=False)
-        obs, info["obs_frames"] = self._with_history(obs, None)
+        obs, info["obs_frames"] = self._first_observation(state.pipeline_state, info)
         return state.replace(obs=obs, info=info)
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -222,6 +219,11 @@ class VelocityTask(Env):
         if not self.config.gait.hide_clock_when_standing:
             return clock
         return jnp.where(at_rest, 0.0, clock)
+
+    def _first_observation(self, physics: SimState, info: dict):
+        """An episode's first observation (noise-free, feet at rest) and the history it fills."""
+        obs = self._observe(physics, info, _resting_contact(physics), jax.random.PRNGKey(0), noise=False)
+        return self._with_history(obs, None)
 
     def _with_history(self, obs, frames: jax.Array | None):
         """``obs`` with the actor's part replaced by its last ``obs_history`` frames, newest first,
