@@ -176,6 +176,25 @@ def test_joint_friction_is_randomized_per_environment_and_resists_motion():
     assert float(jnp.min(free - braked)) > 0.0
 
 
+def test_hard_corner_environments_get_every_range_at_its_harder_end():
+    task = VelocityTask(VelocityTaskConfig(**QUIET))
+    ranges = dict(friction=(0.3, 1.0), added_base_mass=(-2.0, 4.0), kp_scale=(0.8, 1.2), kd_scale=(0.9, 1.5),
+                  motor_strength=(0.8, 1.1), rotor_armature=(0.0, 0.05), joint_friction=(0.0, 2.0))
+    keys = jax.random.split(jax.random.PRNGKey(0), 400)
+    sims, _ = randomize(task.sys, keys, RandomizationConfig(hard_corner_fraction=0.25, **ranges))
+    hard = np.asarray(sims.friction) == 0.3
+    assert 0.15 < hard.mean() < 0.35
+    np.testing.assert_allclose(np.asarray(sims.tree.body_mass[hard, 1]), float(task.sys.tree.body_mass[1]) + 4.0, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(sims.kp[hard]), np.broadcast_to(0.8 * task.sys.kp, sims.kp[hard].shape), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(sims.kd[hard]), np.broadcast_to(1.5 * task.sys.kd, sims.kd[hard].shape), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(sims.motor_strength[hard]), np.float32(0.8))
+    np.testing.assert_allclose(np.asarray(sims.tree.dof_armature[hard, 6:]), 0.05, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(sims.joint_friction[hard]), 2.0)
+    # The others keep independent draws, and the base's centre of mass is random in both.
+    assert float(np.asarray(sims.motor_strength[~hard]).std()) > 0.05 and float(np.asarray(sims.friction[~hard]).min()) > 0.3
+    assert float(np.ptp(np.asarray(sims.tree.body_ipos[hard, 1, 0]))) > 0.01
+
+
 def test_the_task_stands_on_rolling_hills_measuring_height_above_them():
     from smoothloco.sim.terrain import RollingHills
 
@@ -296,6 +315,7 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: RandomizationConfig(friction=(-0.1, 1.0)), "must not go below 0"),
         (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
         (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
+        (lambda: RandomizationConfig(hard_corner_fraction=1.5), "hard_corner_fraction must be in \\[0, 1\\]"),
     ],
 )
 def test_bad_task_config(make, message):

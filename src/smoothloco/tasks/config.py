@@ -93,9 +93,15 @@ class RandomizationConfig:
     # N·m of Coulomb friction in every driven joint, one value per environment (a gearbox's
     # losses; sim.Sim.joint_friction)
     joint_friction: Range = (0.0, 0.0)
+    # fraction of environments that get every range at its harder end at once (least friction and
+    # motor strength, most mass, armature and joint friction, softest kp, stiffest kd): the
+    # combination independent draws almost never make, and the one a worn robot on a wet floor is
+    hard_corner_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         require_finite("task.randomization", self)
+        if not 0.0 <= self.hard_corner_fraction <= 1.0:
+            raise ValueError(f"randomization.hard_corner_fraction must be in [0, 1], got {self.hard_corner_fraction}")
         _check_range("randomization.rotor_armature", self.rotor_armature, lower_bound=0.0)
         _check_range("randomization.joint_friction", self.joint_friction, lower_bound=0.0)
         _check_range("randomization.action_delay", self.action_delay, lower_bound=0.0)

@@ -12,7 +12,8 @@ from smoothloco.tasks.config import RandomizationConfig
 
 def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = RandomizationConfig()) -> tuple[Sim, Sim]:
     """Ground friction, base mass and centre of mass, PD gains, motor strength, rotor armature
-    and joint friction per env.
+    and joint friction per env; a ``config.hard_corner_fraction`` of the envs has every range at
+    its harder end.
 
     ``rng`` holds one key per environment (shape (n, 2)).
     """
@@ -22,17 +23,23 @@ def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = Randomizat
 
     def sample(key: jax.Array) -> dict[str, jax.Array]:
         k = jax.random.split(key, 6)
-        uniform = lambda key, r, shape=(): jax.random.uniform(key, shape, minval=r[0], maxval=r[1])  # noqa: E731
+        hard = jax.random.uniform(jax.random.fold_in(key, 8)) < config.hard_corner_fraction
+
+        def draw(key: jax.Array, r: tuple[float, float], harder: int, shape: tuple[int, ...] = ()) -> jax.Array:
+            """Uniform in ``r``, or ``r[harder]`` in a hard-corner env."""
+            return jnp.where(hard, r[harder], jax.random.uniform(key, shape, minval=r[0], maxval=r[1]))
+
+        low, high = 0, 1  # which end of a range is the harder one
         offset = config.base_com_offset
         return {
-            "body_mass": tree.body_mass.at[1].add(uniform(k[0], config.added_base_mass)),
-            "body_ipos": tree.body_ipos.at[1].add(uniform(k[1], (-offset, offset), (3,))),
-            "friction": uniform(k[2], config.friction),
-            "kp": sim.kp * uniform(k[3], config.kp_scale, (n_joints,)),
-            "kd": sim.kd * uniform(k[4], config.kd_scale, (n_joints,)),
-            "motor_strength": uniform(k[5], config.motor_strength, (n_joints,)),
-            "dof_armature": tree.dof_armature.at[-n_joints:].add(uniform(jax.random.fold_in(key, 6), config.rotor_armature)),
-            "joint_friction": jnp.full(n_joints, uniform(jax.random.fold_in(key, 7), config.joint_friction)),
+            "body_mass": tree.body_mass.at[1].add(draw(k[0], config.added_base_mass, high)),
+            "body_ipos": tree.body_ipos.at[1].add(jax.random.uniform(k[1], (3,), minval=-offset, maxval=offset)),
+            "friction": draw(k[2], config.friction, low),
+            "kp": sim.kp * draw(k[3], config.kp_scale, low, (n_joints,)),
+            "kd": sim.kd * draw(k[4], config.kd_scale, high, (n_joints,)),
+            "motor_strength": draw(k[5], config.motor_strength, low, (n_joints,)),
+            "dof_armature": tree.dof_armature.at[-n_joints:].add(draw(jax.random.fold_in(key, 6), config.rotor_armature, high)),
+            "joint_friction": jnp.full(n_joints, draw(jax.random.fold_in(key, 7), config.joint_friction, high)),
         }
 
     return _batched(sim, jax.vmap(sample)(rng))

@@ -80,6 +80,7 @@ HELP = {
     "task.randomization.kp_scale": "range low,high of the factor on the joints' PD stiffness",
     "task.randomization.kd_scale": "range low,high of the factor on the joints' PD damping",
     "task.randomization.motor_strength": "range low,high of the factor on the joint torques",
+    "task.randomization.hard_corner_fraction": "fraction of environments with every range above at its harder end at once",
     "task.randomization.action_delay": "range low,high of the delay before joint targets reach the motors, s "
     "(whole simulation steps, at most task.control_dt)",
     "shac.num_envs": _ENVS,
