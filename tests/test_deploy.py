@@ -22,7 +22,7 @@ from smoothloco.deploy import player as player_module
 from smoothloco.deploy import render
 from smoothloco.deploy.export import mlp_policy, onnx_model
 from smoothloco.deploy.play import play
-from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.deploy.player import Player, PolicyContractError, _State
 from smoothloco.deploy.render import Clip, render_video, write_video
 from smoothloco.robot import anymal_c, load_robot
 from smoothloco.sim import SimState
@@ -56,7 +56,8 @@ def run_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def go2_run_dir(tmp_path_factory) -> Path:
-    return _exported_untrained_run(tmp_path_factory.mktemp("deploy-go2"), "go2")
+    """The Go2, observing its average velocity error as well."""
+    return _exported_untrained_run(tmp_path_factory.mktemp("deploy-go2"), "go2", velocity_error_window=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -266,10 +267,16 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
     data = mujoco.MjData(player.model())
     data.qpos[:], data.qvel[:] = np.asarray(state.pipeline_state.q), np.asarray(state.pipeline_state.v)
     phase = float(state.info["gait_phase"])
-    observed = player.observe(data, np.asarray(state.info["command"]), np.asarray(state.info["last_action"]), phase)
+    command, last_action = np.asarray(state.info["command"]), np.asarray(state.info["last_action"])
+    # The average velocity error one step after the reset's zero, as the player updates it.
+    average = player.velocity_error_update(np.zeros(3), _State(player, data, command, last_action, phase))
+    assert (player.velocity_error_keep < 1) == (task.config.velocity_error_window > 0)
+    observed = player.observe(data, command, last_action, phase, average)
     actor_obs = np.asarray(state.obs["state"] if isinstance(state.obs, dict) else state.obs)
     assert np.abs(actor_obs[:6]).min() > 1e-3  # velocities and gravity are not trivial
     np.testing.assert_allclose(observed, actor_obs[: observed.size], atol=2e-5, rtol=1e-5)  # the newest frame
+    if task.config.velocity_error_window > 0:
+        assert player.terms[-1][1].size == 3 and np.abs(observed[-3:]).min() > 1e-3
 
 
 def test_player_feeds_the_policy_its_last_observations_newest_first(blind_run_dir: Path, monkeypatch):

@@ -315,6 +315,9 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: RandomizationConfig(friction=(-0.1, 1.0)), "must not go below 0"),
         (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
         (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
+        (lambda: VelocityTaskConfig(velocity_error_window=-1.0), "velocity_error_window must be >= 0"),
+        (lambda: VelocityTaskConfig(velocity_error_window=1.0, observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0)),
+         "velocity_error_window needs the base velocity"),
         (lambda: RandomizationConfig(hard_corner_fraction=1.5), "hard_corner_fraction must be in \\[0, 1\\]"),
     ],
 )

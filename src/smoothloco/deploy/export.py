@@ -172,7 +172,12 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
     return {
         "format": player.CONTRACT_FORMAT,
         "version": player.CONTRACT_VERSION,
-        "observation": {"size": start, "terms": terms, "history": cfg.obs_history},
+        "observation": {
+            "size": start,
+            "terms": terms,
+            "history": cfg.obs_history,
+            "velocity_error_window": cfg.velocity_error_window,
+        },
         "action": {"size": task.action_size, "scale": cfg.action_scale},
         "gait": {
             "frequency": cfg.gait.frequency,

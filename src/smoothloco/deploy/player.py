@@ -47,8 +47,9 @@ import onnxruntime
 
 CONTRACT_FORMAT = "smoothloco-policy"
 # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing;
-# 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed; 6: observation.history
-CONTRACT_VERSION = 6
+# 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed; 6: observation.history;
+# 7: observation.velocity_error_window
+CONTRACT_VERSION = 7
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # Imperfections.bumps: an egg-crate ground h = bumps/2 sin(2πx/λ) sin(2πy/λ), sampled every
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
@@ -76,7 +77,9 @@ CONTRACT_SCHEMA: Schema = {
     "version": int,
     # The policy's input is the last ``history`` observations (each ``size`` entries, built from
     # ``terms``) concatenated, newest first; at the first control period the first one fills them.
-    "observation": {"size": int, "terms": list, "history": int},
+    # velocity_error_window (s): the time constant of the velocity_error_average term's moving
+    # average (0 where the policy does not observe it)
+    "observation": {"size": int, "terms": list, "history": int, "velocity_error_window": float},
     "action": {"size": int, "scale": float},
     # The gait clock and the trot generator on it: the phase advances frequency * control_dt
     # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
@@ -145,10 +148,21 @@ class _State:
     """What an observation term may read: the MuJoCo state plus the controller's own memory."""
 
     def __init__(
-        self, player: Player, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray, phase: float = 0.0
+        self,
+        player: Player,
+        data: mujoco.MjData,
+        command: np.ndarray,
+        last_action: np.ndarray,
+        phase: float = 0.0,
+        velocity_error_average: np.ndarray | None = None,
     ):
         self.player, self.data, self.command, self.last_action = player, data, command, last_action
         self.phase = phase
+        self.velocity_error_average = np.zeros(3) if velocity_error_average is None else velocity_error_average
+
+    def velocity_error(self) -> np.ndarray:
+        """Command minus measured (vx, vy in the base frame, m/s; yaw rate, rad/s)."""
+        return self.command - np.array([*self.base_lin_vel()[:2], self.data.qvel[5]])
 
     def base_lin_vel(self) -> np.ndarray:
         """The base's linear velocity in its own frame (m/s)."""
@@ -190,6 +204,12 @@ OBSERVATION_TERMS: dict[str, Term] = {
         "sin and cos of 2 pi times the gait phase (cycles; see the gait section)",
         2,
         lambda s: s.player.clock_observation(s.phase, s.command, s.base_lin_vel()),
+    ),
+    "velocity_error_average": Term(
+        "command minus measured vx, vy (base frame, m/s) and yaw rate (rad/s), exponential moving "
+        "average with time constant observation.velocity_error_window, updated each control step",
+        3,
+        lambda s: s.velocity_error_average,
     ),
 }
 
@@ -365,6 +385,11 @@ class Player:
         if observation["history"] < 1:
             raise PolicyContractError(f"policy.json: observation.history must be >= 1 frames, got {observation['history']}")
         self.history = observation["history"]
+        window = observation["velocity_error_window"]
+        if not (math.isfinite(window) and window >= 0):
+            raise PolicyContractError(f"policy.json: observation.velocity_error_window must be >= 0 s, got {window}")
+        # the moving average's weight on its last value, per control step
+        self.velocity_error_keep = math.exp(-self.control_dt / window) if window > 0 else 1.0
         if action["size"] != n_joints:
             raise PolicyContractError(
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
@@ -418,10 +443,24 @@ class Player:
         self.input_name, self.output_name = policy["input"], policy["output"]
 
     # -- control ------------------------------------------------------------------------------
-    def observe(self, data: mujoco.MjData, command: np.ndarray, last_action: np.ndarray, phase: float = 0.0) -> np.ndarray:
-        """The policy's observation for the state in ``data`` (reads only qpos and qvel)."""
-        state = _State(self, data, np.asarray(command, np.float64), np.asarray(last_action, np.float64), phase)
+    def observe(
+        self,
+        data: mujoco.MjData,
+        command: np.ndarray,
+        last_action: np.ndarray,
+        phase: float = 0.0,
+        velocity_error_average: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The policy's observation for the state in ``data`` (reads only qpos and qvel) and the
+        controller's memory."""
+        command, last_action = np.asarray(command, np.float64), np.asarray(last_action, np.float64)
+        state = _State(self, data, command, last_action, phase, velocity_error_average)
         return np.concatenate([scale * build(state) for build, scale in self.terms]).astype(np.float32)
+
+    def velocity_error_update(self, average: np.ndarray, state: _State) -> np.ndarray:
+        """The velocity_error_average term one control step on, at ``state``."""
+        keep = self.velocity_error_keep
+        return keep * average + (1.0 - keep) * state.velocity_error()
 
     def clock_observation(self, phase: float, command: np.ndarray, base_lin_vel: np.ndarray) -> np.ndarray:
         """The gait_clock observation: sin and cos of the phase, or (0, 0) while standing if the
@@ -553,6 +592,7 @@ class Player:
         last_action = np.zeros(n)
         frames: collections.deque[np.ndarray] = collections.deque(maxlen=self.history)  # newest first
         phase = 0.0
+        error_average = np.zeros(3)
         fallen = False
         next_frame = 0.0
         strength = imperfections.motor_strength
@@ -565,8 +605,10 @@ class Player:
             while kicks and kicks[0][0] <= t + 1e-9:
                 data.qvel[0:2] += kicks.pop(0)[1:]
             mujoco.mj_step1(model, data)  # kinematics and contacts of the current state
-            state = _State(self, data, command, last_action, phase)
-            obs = self.observe(data, command, last_action, phase)
+            state = _State(self, data, command, last_action, phase, error_average)
+            if k:  # the task's average starts at zero and moves with every step after the reset
+                error_average = self.velocity_error_update(error_average, state)
+            obs = self.observe(data, command, last_action, phase, error_average)
             if imperfections.obs_noise is not None:
                 obs = obs + (imperfections.obs_noise * rng.uniform(-1.0, 1.0, obs.shape)).astype(np.float32)
             frames.extendleft([obs] * (self.history if not frames else 1))

@@ -22,8 +22,8 @@ from smoothloco.tasks.config import VelocityTaskConfig
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
 # Actor observation: (name, size, scale, noise level before scaling), in order; a task may
-# leave base_lin_vel out (``observation_layout``). The deployment contract (policy.json) is
-# generated from the task's layout.
+# leave base_lin_vel out and adds velocity_error_average only with a velocity_error_window
+# (``observation_layout``). The deployment contract (policy.json) is generated from the task's layout.
 OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("base_lin_vel", 3, 2.0, 0.1),
     ("base_ang_vel", 3, 0.25, 0.2),
@@ -33,18 +33,27 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("joint_vel", 12, 0.05, 1.5),
     ("last_action", 12, 1.0, 0.0),
     ("gait_clock", 2, 1.0, 0.0),  # sin, cos of the trot phase; (0, 0) while standing if the gait hides it
+    # command minus measured (vx, vy, yaw rate), averaged over task.velocity_error_window
+    ("velocity_error_average", 3, 2.0, 0.02),
 )
 # A command (vx, vy, yaw rate) shorter than this asks the robot to stand: all feet down.
 STANDING_COMMAND = 0.1
 HILLS_SPAWN = 5.0  # m; on hills, each episode starts at a random (x, y) within ±this
-OBS_SIZE = sum(size for _, size, _, _ in OBS_LAYOUT)
+OPTIONAL_TERMS = ("velocity_error_average",)
+OBS_SIZE = sum(size for name, size, _, _ in OBS_LAYOUT if name not in OPTIONAL_TERMS)  # the default task's
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
+
+
+def full_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
+    """The terms of ``OBS_LAYOUT`` that ``config``'s task measures (the privileged critic sees all)."""
+    error_average = config is not None and config.velocity_error_window > 0
+    return tuple(term for term in OBS_LAYOUT if error_average or term[0] not in OPTIONAL_TERMS)
 
 
 def observation_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
     """The terms of ``OBS_LAYOUT`` that the actor of ``config``'s task observes."""
     keep_velocity = config is None or config.observe_base_lin_vel
-    return tuple(term for term in OBS_LAYOUT if keep_velocity or term[0] != "base_lin_vel")
+    return tuple(term for term in full_layout(config) if keep_velocity or term[0] != "base_lin_vel")
 
 
 def observation_scales(config: VelocityTaskConfig | None = None) -> np.ndarray:
@@ -75,13 +84,15 @@ class VelocityTask(Env):
         self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
         self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
-        self._obs_scale = jnp.asarray(observation_scales(), jnp.float32)
-        self._obs_noise = jnp.asarray(observation_noise(), jnp.float32)
-        starts = np.cumsum([0] + [size for _, size, *_ in OBS_LAYOUT])
+        measured = full_layout(self.config)
+        self._obs_scale = jnp.asarray(np.concatenate([np.full(size, scale) for _, size, scale, _ in measured]), jnp.float32)
+        self._obs_noise = jnp.asarray(np.concatenate([np.full(size, level) for _, size, _, level in measured]), jnp.float32)
+        self._measured_size = sum(size for _, size, *_ in measured)
+        starts = np.cumsum([0] + [size for _, size, *_ in measured])
         kept = {name for name, *_ in observation_layout(self.config)}
         # entries of the full observation the actor gets
         self._actor_entries = np.concatenate(
-            [np.arange(start, start + size) for (name, size, *_), start in zip(OBS_LAYOUT, starts) if name in kept]
+            [np.arange(start, start + size) for (name, size, *_), start in zip(measured, starts) if name in kept]
         )
         self._swing_offsets = jnp.asarray(gait.swing_offsets(self.robot, self.config.gait.hip_amplitude), jnp.float32)
         self._phase_shifts = jnp.asarray(gait.leg_phase_shifts(self.robot), jnp.float32)
@@ -91,7 +102,7 @@ class VelocityTask(Env):
     def observation_size(self):
         actor = len(self._actor_entries) * self.config.obs_history
         if self.config.privileged_critic:
-            return {"state": (actor,), "privileged_state": (OBS_SIZE + PRIVILEGED_EXTRA,)}
+            return {"state": (actor,), "privileged_state": (self._measured_size + PRIVILEGED_EXTRA,)}
         return actor
 
     @property
@@ -129,6 +140,7 @@ class VelocityTask(Env):
             "command_changes": jnp.zeros((), jnp.int32),
             "joint_target": jnp.asarray(self.robot.default_pose, jnp.float32),  # what the motors last received
             "action_delay_steps": self._sample_action_delay(delay_key),
+            "velocity_error_average": jnp.zeros(3),
         }
         obs, info["obs_frames"] = self._first_observation(physics, info)
         metrics = {f"reward/{name}": jnp.zeros(()) for name in self._active_terms()}
@@ -181,6 +193,7 @@ class VelocityTask(Env):
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
         if kick is not None:
             physics = physics.replace(v=physics.v.at[:2].add(kick))
+        info["velocity_error_average"] = self._velocity_error_average(physics, info)
         obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
         obs, info["obs_frames"] = self._with_history(obs, info["obs_frames"])
         metrics = dict(state.metrics)  # keep keys that wrappers (Brax's PPO) add
@@ -224,6 +237,16 @@ class VelocityTask(Env):
         """An episode's first observation (noise-free, feet at rest) and the history it fills."""
         obs = self._observe(physics, info, _resting_contact(physics), jax.random.PRNGKey(0), noise=False)
         return self._with_history(obs, None)
+
+    def _velocity_error_average(self, physics: SimState, info: dict) -> jax.Array:
+        """The moving average of command minus measured (vx, vy, yaw rate), base frame, one
+        control step on (time constant ``velocity_error_window``; zero when it is 0)."""
+        window = self.config.velocity_error_window
+        if window == 0:
+            return info["velocity_error_average"]
+        measured = jnp.concatenate([rotate_inverse(physics.q[3:7], physics.v[:3])[:2], physics.v[5:6]])
+        keep = jnp.exp(-self.config.control_dt / window)
+        return keep * info["velocity_error_average"] + (1.0 - keep) * (info["command"] - measured)
 
     def _with_history(self, obs, frames: jax.Array | None):
         """``obs`` with the actor's part replaced by its last ``obs_history`` frames, newest first,
@@ -347,6 +370,7 @@ class VelocityTask(Env):
                 physics.v[6:],
                 info["last_action"],
                 self._clock_observation(info["gait_phase"], self.at_rest(info["command"], lin_vel)),
+                *([info["velocity_error_average"]] if self.config.velocity_error_window > 0 else []),
             ]
         )
         clean = raw * self._obs_scale

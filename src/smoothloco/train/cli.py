@@ -52,6 +52,8 @@ HELP = {
     "task.action_scale": "radians of joint-target offset per unit action",
     "task.obs_noise": "multiplier of the per-signal sensor noise levels (0 = none)",
     "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
+    "task.velocity_error_window": "s; > 0: the actor also observes command minus measured velocity averaged over "
+    "about this long (integral action against a steady shortfall); 0 = not observed",
     "task.min_base_height": "an episode ends when the base is lower than this, m",
     "task.min_knee_height": "an episode ends when a knee is lower than this above the ground, m",
     "task.max_tilt_deg": "an episode ends when the base tilts more than this from upright, degrees",
