@@ -55,8 +55,9 @@ def test_sensor_noise_follows_the_policy_observation():
 
     full = robustness.sensor_noise()
     blind = robustness.sensor_noise(VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0)))
-    np.testing.assert_array_equal(blind, full[3:])  # the base velocity's 0.1 m/s x scale 2 is what goes
-    assert np.allclose(full[:3], 0.2)
+    # the base velocity's 0.1 m/s x scale 2 goes, and the average velocity error (last) with it
+    np.testing.assert_array_equal(blind, full[3:-3])
+    assert np.allclose(full[:3], 0.2) and np.allclose(full[-3:], 0.04)
     noisy = robustness.conditions(VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0)))
     assert noisy["all combined"].imperfections.obs_noise.shape == (47,)
 

@@ -7,8 +7,18 @@ import pytest
 from brax.envs.wrappers import training
 
 from smoothloco.sim import step as sim_step
-from smoothloco.tasks import OBS_SIZE, GaitConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig, randomize
+from smoothloco.sim.rotation import rotate_inverse
+from smoothloco.tasks import (
+    OBS_SIZE,
+    GaitConfig,
+    PushConfig,
+    RandomizationConfig,
+    VelocityTask,
+    VelocityTaskConfig,
+    randomize,
+)
 from smoothloco.tasks.config import CommandConfig
+from smoothloco.tasks.velocity import observation_slice
 
 QUIET = dict(pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))
 
@@ -102,7 +112,7 @@ def test_a_pushed_robot_at_a_zero_command_steps_only_with_a_recovery_speed():
     assert not bool(recovering.at_rest(walk, still))
 
     state = recovering.reset(jax.random.PRNGKey(0))
-    clock = slice(-2, None)  # the gait clock is the observation's last term
+    clock = observation_slice(recovering.config, "gait_clock")
     assert float(jnp.abs(state.obs[clock]).max()) == 0.0  # standing at reset: hidden
     kicked = recovering.step_with_contact(state, jnp.zeros(recovering.action_size), kick=jnp.array([0.0, 1.0]))[0]
     assert float(jnp.abs(kicked.obs[clock]).max()) > 0.5  # pushed: the clock is back
@@ -316,8 +326,6 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
         (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
         (lambda: VelocityTaskConfig(velocity_error_window=-1.0), "velocity_error_window must be >= 0"),
-        (lambda: VelocityTaskConfig(velocity_error_window=1.0, observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0)),
-         "velocity_error_window needs the base velocity"),
         (lambda: RandomizationConfig(hard_corner_fraction=1.5), "hard_corner_fraction must be in \\[0, 1\\]"),
     ],
 )
@@ -341,14 +349,35 @@ def test_soft_contact_stiffness_comes_from_the_task_config():
         VelocityTaskConfig(soft_stiffness=0.0)
 
 
-def test_observation_without_base_velocity_drops_that_term_alone():
+def test_observation_without_base_velocity_drops_the_terms_that_need_it_alone():
     full = VelocityTask(VelocityTaskConfig(**QUIET))
     blind = VelocityTask(VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0), **QUIET))
-    assert blind.observation_size == full.observation_size - 3
+    assert blind.observation_size == full.observation_size - 6  # base_lin_vel and velocity_error_average
     key, action = jax.random.PRNGKey(3), jnp.full(12, 0.3)
     seen = [jax.jit(lambda k, t=task: t.step(t.reset(k), action).obs)(key) for task in (full, blind)]
     assert float(jnp.abs(seen[0][:3]).max()) > 1e-3  # the full observation's velocity is not zero
-    np.testing.assert_allclose(seen[1], seen[0][3:], atol=1e-6)
+    average = observation_slice(full.config, "velocity_error_average")
+    assert float(jnp.abs(seen[0][average]).min()) > 1e-4 and average.stop == full.observation_size
+    np.testing.assert_allclose(seen[1], seen[0][3 : average.start], atol=1e-6)
+
+
+def test_the_average_velocity_error_follows_command_minus_measured():
+    window = 0.5
+    task = VelocityTask(VelocityTaskConfig(velocity_error_window=window, obs_noise=0.0, commands=CommandConfig(zero_probability=0.0), **QUIET))
+    state = jax.jit(task.reset)(jax.random.PRNGKey(1))
+    assert float(jnp.abs(state.info["velocity_error_average"]).max()) == 0.0
+    keep, average = np.exp(-task.config.control_dt / window), np.zeros(3)
+    step = jax.jit(task.step)
+    for _ in range(5):
+        state = step(state, jnp.zeros(12))
+        physics = state.pipeline_state
+        body_velocity = np.asarray(rotate_inverse(physics.q[3:7], physics.v[:3]))
+        measured = np.array([body_velocity[0], body_velocity[1], float(physics.v[5])])
+        average = keep * average + (1 - keep) * (np.asarray(state.info["command"]) - measured)
+    np.testing.assert_allclose(np.asarray(state.info["velocity_error_average"]), average, atol=1e-5)
+    scale = 2.0  # the term's scale in OBS_LAYOUT
+    np.testing.assert_allclose(np.asarray(state.obs[observation_slice(task.config, "velocity_error_average")]), scale * average, atol=1e-5)
+    assert np.abs(average).max() > 0.05  # the command is not met from standing: the average sees it
 
 
 def test_observation_history_stacks_the_last_frames_newest_first():

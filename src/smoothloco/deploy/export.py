@@ -161,6 +161,7 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
         raise ExportError(
             f"the task observes {missing}, which the deployment player cannot build; teach player.py first"
         )
+    observed = [name for name, *_ in layout]
     scales, start, terms = observation_scales(cfg), 0, []
     for name, size, *_ in layout:
         description = player.OBSERVATION_TERMS[name].meaning
@@ -176,7 +177,7 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "size": start,
             "terms": terms,
             "history": cfg.obs_history,
-            "velocity_error_window": cfg.velocity_error_window,
+            "velocity_error_window": cfg.velocity_error_window if "velocity_error_average" in observed else 0.0,
         },
         "action": {"size": task.action_size, "scale": cfg.action_scale},
         "gait": {

@@ -192,10 +192,11 @@ class VelocityTaskConfig:
     # policy without observe_base_lin_vel) the base velocity, none of which one frame shows.
     obs_history: int = 1
     # s; > 0 adds the command's tracking error (vx, vy, yaw rate) averaged over about this long
-    # (an exponential moving average) to the actor's observation: the integral action that lets
-    # the policy see, and so learn to remove, a steady shortfall (weak motors on a wet floor walk
-    # at 70 % of the command); 0: not observed
-    velocity_error_window: float = 0.0
+    # (an exponential moving average) to the actor's observation where it observes the base
+    # velocity: integral action, which lets the policy see, and so learn to remove, a steady
+    # shortfall (weak motors on a wet floor walked at 70 % of the command; with it, MuJoCo's "all
+    # combined" error fell from 0.193 to 0.120 m/s, docs/results.md); 0: not observed
+    velocity_error_window: float = 1.0
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m
     max_tilt_deg: float = 60.0
@@ -237,11 +238,6 @@ class VelocityTaskConfig:
             raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
         if not self.velocity_error_window >= 0:
             raise ValueError(f"velocity_error_window must be >= 0 s (0: not observed), got {self.velocity_error_window}")
-        if self.velocity_error_window > 0 and not self.observe_base_lin_vel:
-            raise ValueError(
-                "velocity_error_window needs the base velocity, which observe_base_lin_vel false does not have: "
-                "set velocity_error_window 0 or observe_base_lin_vel true"
-            )
         if isinstance(self.obs_history, bool) or not (isinstance(self.obs_history, int) and self.obs_history >= 1):
             raise ValueError(f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}")
         if not self.hills_height >= 0:

@@ -21,9 +21,9 @@ from smoothloco.tasks import gait
 from smoothloco.tasks.config import VelocityTaskConfig
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
-# Actor observation: (name, size, scale, noise level before scaling), in order; a task may
-# leave base_lin_vel out and adds velocity_error_average only with a velocity_error_window
-# (``observation_layout``). The deployment contract (policy.json) is generated from the task's layout.
+# Actor observation: (name, size, scale, noise level before scaling), in order; a task without a
+# velocity_error_window leaves velocity_error_average out, and an actor without the base
+# velocity both terms that need it (``observation_layout``). The deployment contract (policy.json) is generated from the task's layout.
 OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("base_lin_vel", 3, 2.0, 0.1),
     ("base_ang_vel", 3, 0.25, 0.2),
@@ -40,20 +40,30 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
 STANDING_COMMAND = 0.1
 HILLS_SPAWN = 5.0  # m; on hills, each episode starts at a random (x, y) within ±this
 OPTIONAL_TERMS = ("velocity_error_average",)
-OBS_SIZE = sum(size for name, size, _, _ in OBS_LAYOUT if name not in OPTIONAL_TERMS)  # the default task's
+VELOCITY_TERMS = ("base_lin_vel", "velocity_error_average")  # what a robot without a velocity estimator lacks
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
 
 def full_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
     """The terms of ``OBS_LAYOUT`` that ``config``'s task measures (the privileged critic sees all)."""
-    error_average = config is not None and config.velocity_error_window > 0
+    error_average = (config or VelocityTaskConfig()).velocity_error_window > 0
     return tuple(term for term in OBS_LAYOUT if error_average or term[0] not in OPTIONAL_TERMS)
 
 
 def observation_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
     """The terms of ``OBS_LAYOUT`` that the actor of ``config``'s task observes."""
-    keep_velocity = config is None or config.observe_base_lin_vel
-    return tuple(term for term in full_layout(config) if keep_velocity or term[0] != "base_lin_vel")
+    keep_velocity = (config or VelocityTaskConfig()).observe_base_lin_vel
+    return tuple(term for term in full_layout(config) if keep_velocity or term[0] not in VELOCITY_TERMS)
+
+
+def observation_slice(config: VelocityTaskConfig | None, name: str) -> slice:
+    """Where term ``name`` sits in one frame of the actor's observation of ``config``'s task."""
+    start = 0
+    for term, size, *_ in observation_layout(config):
+        if term == name:
+            return slice(start, start + size)
+        start += size
+    raise ValueError(f"the actor of this task does not observe {name!r}; it observes {[t for t, *_ in observation_layout(config)]}")
 
 
 def observation_scales(config: VelocityTaskConfig | None = None) -> np.ndarray:
@@ -65,6 +75,9 @@ def observation_noise(config: VelocityTaskConfig | None = None) -> np.ndarray:
     """legged_gym's sensor noise level of each observation entry, before scaling (``task.obs_noise``
     multiplies them)."""
     return np.concatenate([np.full(size, level) for _, size, _, level in observation_layout(config)])
+
+
+OBS_SIZE = sum(size for _, size, *_ in observation_layout(VelocityTaskConfig()))  # the default actor's
 
 
 class VelocityTask(Env):
