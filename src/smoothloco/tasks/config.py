@@ -95,7 +95,7 @@ class RandomizationConfig:
     joint_friction: Range = (0.0, 0.0)
     # fraction of environments that get every range at its harder end at once (least friction and
     # motor strength, most mass, armature and joint friction, softest kp, stiffest kd): the
-    # combination independent draws almost never make, and the one a worn robot on a wet floor is
+    # combination independent draws almost never make, and the one a worn robot on a wet floor meets
     hard_corner_fraction: float = 0.0
 
     def __post_init__(self) -> None:

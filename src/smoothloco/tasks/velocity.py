@@ -23,7 +23,8 @@ from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
 # Actor observation: (name, size, scale, noise level before scaling), in order; a task without a
 # velocity_error_window leaves velocity_error_average out, and an actor without the base
-# velocity both terms that need it (``observation_layout``). The deployment contract (policy.json) is generated from the task's layout.
+# velocity both terms that need it (``observation_layout``). The deployment contract
+# (policy.json) is generated from the task's layout.
 OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("base_lin_vel", 3, 2.0, 0.1),
     ("base_ang_vel", 3, 0.25, 0.2),
