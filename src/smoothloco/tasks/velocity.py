@@ -40,7 +40,6 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
 # A command (vx, vy, yaw rate) shorter than this asks the robot to stand: all feet down.
 STANDING_COMMAND = 0.1
 HILLS_SPAWN = 5.0  # m; on hills, each episode starts at a random (x, y) within ±this
-OPTIONAL_TERMS = ("velocity_error_average",)
 VELOCITY_TERMS = ("base_lin_vel", "velocity_error_average")  # what a robot without a velocity estimator lacks
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
@@ -48,7 +47,7 @@ PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact
 def full_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
     """The terms of ``OBS_LAYOUT`` that ``config``'s task measures (the privileged critic sees all)."""
     error_average = (config or VelocityTaskConfig()).velocity_error_window > 0
-    return tuple(term for term in OBS_LAYOUT if error_average or term[0] not in OPTIONAL_TERMS)
+    return tuple(term for term in OBS_LAYOUT if error_average or term[0] != "velocity_error_average")
 
 
 def observation_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
@@ -67,15 +66,20 @@ def observation_slice(config: VelocityTaskConfig | None, name: str) -> slice:
     raise ValueError(f"the actor of this task does not observe {name!r}; it observes {[t for t, *_ in observation_layout(config)]}")
 
 
+def _per_entry(layout: tuple[tuple[str, int, float, float], ...], column: int) -> np.ndarray:
+    """One value per observation entry: each term's ``column`` (2: scale, 3: noise level) repeated."""
+    return np.concatenate([np.full(term[1], term[column]) for term in layout])
+
+
 def observation_scales(config: VelocityTaskConfig | None = None) -> np.ndarray:
     """Scale of each observation entry as the task applies it (policy.json carries these)."""
-    return np.concatenate([np.full(size, scale) for _, size, scale, _ in observation_layout(config)])
+    return _per_entry(observation_layout(config), 2)
 
 
 def observation_noise(config: VelocityTaskConfig | None = None) -> np.ndarray:
     """legged_gym's sensor noise level of each observation entry, before scaling (``task.obs_noise``
     multiplies them)."""
-    return np.concatenate([np.full(size, level) for _, size, _, level in observation_layout(config)])
+    return _per_entry(observation_layout(config), 3)
 
 
 OBS_SIZE = sum(size for _, size, *_ in observation_layout(VelocityTaskConfig()))  # the default actor's
@@ -99,8 +103,8 @@ class VelocityTask(Env):
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
         self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
         measured = full_layout(self.config)
-        self._obs_scale = jnp.asarray(np.concatenate([np.full(size, scale) for _, size, scale, _ in measured]), jnp.float32)
-        self._obs_noise = jnp.asarray(np.concatenate([np.full(size, level) for _, size, _, level in measured]), jnp.float32)
+        self._obs_scale = jnp.asarray(_per_entry(measured, 2), jnp.float32)
+        self._obs_noise = jnp.asarray(_per_entry(measured, 3), jnp.float32)
         self._measured_size = sum(size for _, size, *_ in measured)
         starts = np.cumsum([0] + [size for _, size, *_ in measured])
         kept = {name for name, *_ in observation_layout(self.config)}
