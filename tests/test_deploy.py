@@ -208,7 +208,6 @@ def _drop_last_term(c: dict) -> None:
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
         (lambda c: c["gait"].update(frequency=-1.0), "gait.frequency must be >= 0 Hz"),
         (lambda c: c["gait"]["swing_offsets"].pop(), "gait.swing_offsets must be 2 rows"),
-        (lambda c: c["observation"].update(velocity_error_limit=-1.0), "velocity_error_limit must be >= 0"),
     ],
     ids=[
         "obs-size-vs-onnx",
@@ -221,7 +220,6 @@ def _drop_last_term(c: dict) -> None:
         "gains",
         "gait-frequency",
         "gait-offsets",
-        "error-limit",
     ],
 )
 def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):
@@ -231,23 +229,6 @@ def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edi
     (folder / "policy.json").write_text(json.dumps(contract))
     with pytest.raises(PolicyContractError, match=message):
         Player(folder)
-
-
-def test_player_integrates_the_velocity_error_when_the_contract_clips_it(run_dir: Path, tmp_path: Path):
-    folder = _copy_export(run_dir, tmp_path / "export")
-    contract = json.loads((folder / "policy.json").read_text())
-    contract["observation"].update(velocity_error_window=0.5, velocity_error_limit=0.3)
-    (folder / "policy.json").write_text(json.dumps(contract))
-    player = Player(folder)
-
-    class Steady:  # a state whose tracking error is always the same
-        def velocity_error(self) -> np.ndarray:
-            return np.array([0.5, -0.1, 0.05])
-
-    term = np.zeros(3)
-    for _ in range(20):  # 0.4 s of error: 0.8 error's worth, the first entry clipped
-        term = player.velocity_error_update(term, Steady())
-    np.testing.assert_allclose(term, [0.3, -0.08, 0.04], atol=1e-9)
 
 
 def test_player_refuses_a_garbled_network(run_dir: Path, tmp_path: Path):
@@ -290,7 +271,7 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
     # The average velocity error one step after the reset's zero, as the player updates it.
     average = player.velocity_error_update(np.zeros(3), _State(player, data, command, last_action, phase))
     observes_average = "velocity_error_average" in [name for name, *_ in observation_layout(task.config)]
-    assert (player.velocity_error_gain > 0) == observes_average
+    assert (player.velocity_error_keep < 1) == observes_average
     observed = player.observe(data, command, last_action, phase, average)
     actor_obs = np.asarray(state.obs["state"] if isinstance(state.obs, dict) else state.obs)
     assert np.abs(actor_obs[:6]).min() > 1e-3  # velocities and gravity are not trivial

@@ -178,7 +178,6 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "terms": terms,
             "history": cfg.obs_history,
             "velocity_error_window": cfg.velocity_error_window if "velocity_error_average" in observed else 0.0,
-            "velocity_error_limit": cfg.velocity_error_limit if "velocity_error_average" in observed else 0.0,
         },
         "action": {"size": task.action_size, "scale": cfg.action_scale},
         "gait": {

@@ -48,8 +48,8 @@ import onnxruntime
 CONTRACT_FORMAT = "smoothloco-policy"
 # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing;
 # 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed; 6: observation.history;
-# 7: observation.velocity_error_window; 8: observation.velocity_error_limit
-CONTRACT_VERSION = 8
+# 7: observation.velocity_error_window
+CONTRACT_VERSION = 7
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # Imperfections.bumps: an egg-crate ground h = bumps/2 sin(2πx/λ) sin(2πy/λ), sampled every
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
@@ -78,10 +78,8 @@ CONTRACT_SCHEMA: Schema = {
     # The policy's input is the last ``history`` observations (each ``size`` entries, built from
     # ``terms``) concatenated, newest first; at the first control period the first one fills them.
     # velocity_error_window (s): the time constant of the velocity_error_average term's moving
-    # average (0 where the policy does not observe it); velocity_error_limit > 0: the term is
-    # instead the error's integral, gaining control_dt / window of it per control period, clipped
-    # to ±velocity_error_limit (``Player.velocity_error_update``)
-    "observation": {"size": int, "terms": list, "history": int, "velocity_error_window": float, "velocity_error_limit": float},
+    # average (0 where the policy does not observe it)
+    "observation": {"size": int, "terms": list, "history": int, "velocity_error_window": float},
     "action": {"size": int, "scale": float},
     # The gait clock and the trot generator on it: the phase advances frequency * control_dt
     # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
@@ -390,18 +388,8 @@ class Player:
         window = observation["velocity_error_window"]
         if not (math.isfinite(window) and window >= 0):
             raise PolicyContractError(f"policy.json: observation.velocity_error_window must be >= 0 s, got {window}")
-        limit = observation["velocity_error_limit"]
-        if not (math.isfinite(limit) and limit >= 0):
-            raise PolicyContractError(f"policy.json: observation.velocity_error_limit must be >= 0, got {limit}")
-        self.velocity_error_limit = limit
-        # the term's weight on its last value and on the new error, per control step
-        if window == 0:
-            self.velocity_error_keep, self.velocity_error_gain = 1.0, 0.0
-        elif limit > 0:
-            self.velocity_error_keep, self.velocity_error_gain = 1.0, self.control_dt / window
-        else:
-            self.velocity_error_keep = math.exp(-self.control_dt / window)
-            self.velocity_error_gain = 1.0 - self.velocity_error_keep
+        # the moving average's weight on its last value, per control step
+        self.velocity_error_keep = math.exp(-self.control_dt / window) if window > 0 else 1.0
         if action["size"] != n_joints:
             raise PolicyContractError(
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
@@ -471,9 +459,8 @@ class Player:
 
     def velocity_error_update(self, average: np.ndarray, state: _State) -> np.ndarray:
         """The velocity_error_average term one control step on, at ``state``."""
-        updated = self.velocity_error_keep * average + self.velocity_error_gain * state.velocity_error()
-        limit = self.velocity_error_limit
-        return np.clip(updated, -limit, limit) if limit > 0 else updated
+        keep = self.velocity_error_keep
+        return keep * average + (1.0 - keep) * state.velocity_error()
 
     def clock_observation(self, phase: float, command: np.ndarray, base_lin_vel: np.ndarray) -> np.ndarray:
         """The gait_clock observation: sin and cos of the phase, or (0, 0) while standing if the

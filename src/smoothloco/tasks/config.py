@@ -197,10 +197,6 @@ class VelocityTaskConfig:
     # shortfall (weak motors on a wet floor walked at 70 % of the command; with it, MuJoCo's "all
     # combined" error fell from 0.193 to 0.120 m/s, docs/results.md); 0: not observed
     velocity_error_window: float = 1.0
-    # > 0: the term is instead a true integral of the error, clipped to ±this (m/s, rad/s): it
-    # gains the window's worth of error per window (a steady error e reads e after one window and
-    # keeps growing), so unlike the average it can drive a steady shortfall to zero; 0: the average
-    velocity_error_limit: float = 0.0
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m
     max_tilt_deg: float = 60.0
@@ -242,10 +238,6 @@ class VelocityTaskConfig:
             raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
         if not self.velocity_error_window >= 0:
             raise ValueError(f"velocity_error_window must be >= 0 s (0: not observed), got {self.velocity_error_window}")
-        if not self.velocity_error_limit >= 0:
-            raise ValueError(
-                f"velocity_error_limit must be >= 0 (0: a moving average; > 0: a clipped integral), got {self.velocity_error_limit}"
-            )
         if isinstance(self.obs_history, bool) or not (isinstance(self.obs_history, int) and self.obs_history >= 1):
             raise ValueError(f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}")
         if not self.hills_height >= 0:

@@ -71,16 +71,6 @@ def _per_entry(layout: tuple[tuple[str, int, float, float], ...], column: int) -
     return np.concatenate([np.full(term[1], term[column]) for term in layout])
 
 
-def velocity_error_filter(control_dt: float, window: float, limit: float) -> tuple[float, float]:
-    """(keep, gain) of the velocity_error_average update ``keep * term + gain * error``: a
-    moving average with time constant ``window`` (s), or, for ``limit`` > 0, an integral that
-    gains one error's worth per window (the caller clips it to ±limit)."""
-    if limit > 0:
-        return 1.0, control_dt / window
-    keep = float(np.exp(-control_dt / window))
-    return keep, 1.0 - keep
-
-
 def observation_scales(config: VelocityTaskConfig | None = None) -> np.ndarray:
     """Scale of each observation entry as the task applies it (policy.json carries these)."""
     return _per_entry(observation_layout(config), 2)
@@ -267,15 +257,14 @@ class VelocityTask(Env):
         return self._with_history(obs, None)
 
     def _velocity_error_average(self, physics: SimState, info: dict) -> jax.Array:
-        """The velocity_error_average term (command minus measured vx, vy, yaw rate, base frame)
-        one control step on; unchanged (zero) when ``velocity_error_window`` is 0."""
-        cfg = self.config
-        if cfg.velocity_error_window == 0:
+        """The moving average of command minus measured (vx, vy, yaw rate), base frame, one
+        control step on (time constant ``velocity_error_window``; zero when it is 0)."""
+        window = self.config.velocity_error_window
+        if window == 0:
             return info["velocity_error_average"]
         measured = jnp.concatenate([rotate_inverse(physics.q[3:7], physics.v[:3])[:2], physics.v[5:6]])
-        keep, gain = velocity_error_filter(cfg.control_dt, cfg.velocity_error_window, cfg.velocity_error_limit)
-        updated = keep * info["velocity_error_average"] + gain * (info["command"] - measured)
-        return jnp.clip(updated, -cfg.velocity_error_limit, cfg.velocity_error_limit) if cfg.velocity_error_limit > 0 else updated
+        keep = jnp.exp(-self.config.control_dt / window)
+        return keep * info["velocity_error_average"] + (1.0 - keep) * (info["command"] - measured)
 
     def _with_history(self, obs, frames: jax.Array | None):
         """``obs`` with the actor's part replaced by its last ``obs_history`` frames, newest first,

@@ -54,8 +54,6 @@ HELP = {
     "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
     "task.velocity_error_window": "s; > 0: the actor also observes command minus measured velocity averaged over "
     "about this long (integral action against a steady shortfall); 0 = not observed",
-    "task.velocity_error_limit": "> 0: that term is instead the error's integral (one error's worth per window), "
-    "clipped to ±this (m/s, rad/s); 0 = the moving average",
     "task.min_base_height": "an episode ends when the base is lower than this, m",
     "task.min_knee_height": "an episode ends when a knee is lower than this above the ground, m",
     "task.max_tilt_deg": "an episode ends when the base tilts more than this from upright, degrees",
