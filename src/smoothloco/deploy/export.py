@@ -156,12 +156,12 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
     ``folder`` (where ``policy.onnx`` was written), ``source`` records its sha256."""
     cfg, robot = task.config, task.robot
     layout = observation_layout(cfg)
-    missing = [name for name, *_ in layout if name not in player.OBSERVATION_TERMS]
+    observed = [name for name, *_ in layout]
+    missing = [name for name in observed if name not in player.OBSERVATION_TERMS]
     if missing:
         raise ExportError(
             f"the task observes {missing}, which the deployment player cannot build; teach player.py first"
         )
-    observed = [name for name, *_ in layout]
     scales, start, terms = observation_scales(cfg), 0, []
     for name, size, *_ in layout:
         description = player.OBSERVATION_TERMS[name].meaning

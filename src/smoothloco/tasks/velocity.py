@@ -58,12 +58,12 @@ def observation_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[
 
 def observation_slice(config: VelocityTaskConfig | None, name: str) -> slice:
     """Where term ``name`` sits in one frame of the actor's observation of ``config``'s task."""
-    start = 0
-    for term, size, *_ in observation_layout(config):
+    layout, start = observation_layout(config), 0
+    for term, size, *_ in layout:
         if term == name:
             return slice(start, start + size)
         start += size
-    raise ValueError(f"the actor of this task does not observe {name!r}; it observes {[t for t, *_ in observation_layout(config)]}")
+    raise ValueError(f"the actor of this task does not observe {name!r}; it observes {[t for t, *_ in layout]}")
 
 
 def _per_entry(layout: tuple[tuple[str, int, float, float], ...], column: int) -> np.ndarray:
