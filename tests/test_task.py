@@ -215,6 +215,10 @@ def test_the_task_stands_on_rolling_hills_measuring_height_above_them():
     slopes = jax.vmap(jax.vmap(jax.grad(hills)))(grid)
     assert float(jnp.linalg.norm(slopes, axis=-1).max()) < 2.7 * 0.08  # mild: under 12 degrees
     assert hash(hills) == hash(RollingHills(0.08)) and hills == RollingHills(0.08)  # one compiled program
+    # half the wavelength: the same ground at half the scale, so twice as steep
+    np.testing.assert_allclose(RollingHills(0.08, wavelength=0.65)(grid), hills(2.0 * grid), atol=1e-6)
+    with pytest.raises(ValueError, match="hills_wavelength must be > 0"):
+        VelocityTaskConfig(hills_height=0.08, hills_wavelength=0.0)
 
     assert VelocityTaskConfig(hills_height=0.08).quiet().hills_height == 0.0  # evaluations run on flat ground
     task = VelocityTask(VelocityTaskConfig(hills_height=0.08, **QUIET))

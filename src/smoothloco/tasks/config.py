@@ -180,6 +180,8 @@ class VelocityTaskConfig:
     # m from trough to crest of smooth rolling hills to train on (sim.terrain.RollingHills); 0 =
     # flat. Base height (reward, termination) is then measured above the ground under the base.
     hills_height: float = 0.0
+    # m, the length of the hills' middle wave (the others are 0.69 and 1.31 times it)
+    hills_wavelength: float = 1.3
     control_dt: float = 0.02  # s (50 Hz)
     action_scale: float = 0.5  # rad per unit action
     obs_noise: float = 1.0  # scale of uniform sensor noise (multiplies per-signal noise levels, legged_gym's)
@@ -242,6 +244,8 @@ class VelocityTaskConfig:
             raise ValueError(f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}")
         if not self.hills_height >= 0:
             raise ValueError(f"hills_height must be >= 0 m (0 = flat ground), got {self.hills_height}")
+        if not self.hills_wavelength > 0:
+            raise ValueError(f"hills_wavelength must be > 0 m, got {self.hills_wavelength}")
         for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg", "soft_stiffness", "soft_damping"):
             if getattr(self, name) < 0 or (name != "obs_noise" and getattr(self, name) == 0):
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")

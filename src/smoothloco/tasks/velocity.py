@@ -94,7 +94,7 @@ class VelocityTask(Env):
         contact = ContactConfig(
             self.config.contact, soft_stiffness=self.config.soft_stiffness, soft_damping=self.config.soft_damping
         )
-        ground = terrain.RollingHills(self.config.hills_height) if self.config.hills_height > 0 else terrain.flat
+        ground = terrain.RollingHills(self.config.hills_height, self.config.hills_wavelength) if self.config.hills_height > 0 else terrain.flat
         self.sys: Sim = make_sim(
             self.robot, contact, dt=self.config.sim_dt, terrain=ground, motor_envelope=self.config.motor_envelope
         )
