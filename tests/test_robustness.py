@@ -73,7 +73,7 @@ def test_the_motor_envelope_caps_driving_torque_by_speed_as_the_simulator_does(p
     lower, upper = motor_torque_bounds(80.0, 120.0, 7.5, jnp.asarray(velocity))
     np.testing.assert_allclose(upper, [80, 80, 40, 0, 0, 80], atol=1e-5)
     np.testing.assert_allclose(lower, [-80, -80, -80, -80, -80, -40], atol=1e-5)
-    assert player.velocity_limit is not None and not player.trained_with_envelope
+    assert player.velocity_limit is not None and player.trained_with_envelope  # the default task trains with it
 
     class Data:  # the two fields the player's torque reads
         qpos = np.zeros(7 + 12)
@@ -96,7 +96,7 @@ def test_a_robot_without_an_envelope_gets_none_in_the_suite_or_the_task():
 
     from smoothloco.robot import load_robot
     from smoothloco.sim import make_sim
-    from smoothloco.tasks import VelocityTaskConfig
+    from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 
     go2 = VelocityTaskConfig.for_robot("go2")
     assert "motor torque-speed envelope" not in robustness.conditions(go2)
@@ -106,7 +106,10 @@ def test_a_robot_without_an_envelope_gets_none_in_the_suite_or_the_task():
     anymal = load_robot("anymal_c")
     assert np.all(np.isinf(np.asarray(make_sim(anymal).velocity_limit)))  # off unless the task asks
     assert np.allclose(make_sim(anymal, motor_envelope=True).velocity_limit, 7.5)
-    assert replace(VelocityTaskConfig(), motor_envelope=True).motor_envelope
+    # the task trains with the envelope where the robot states one, without where it does not
+    assert np.allclose(VelocityTask(VelocityTaskConfig()).sys.velocity_limit, 7.5)
+    assert np.all(np.isinf(np.asarray(VelocityTask(go2).sys.velocity_limit)))
+    assert np.all(np.isinf(np.asarray(VelocityTask(replace(VelocityTaskConfig(), motor_envelope=False)).sys.velocity_limit)))
 
 
 def test_bumps_replace_the_floor_with_an_egg_crate_heightfield(player: Player):

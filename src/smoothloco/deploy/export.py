@@ -197,7 +197,7 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
         "motors": {
             "saturation_torque": [] if robot.velocity_limit is None else robot.saturation_torque.tolist(),
             "velocity_limit": [] if robot.velocity_limit is None else robot.velocity_limit.tolist(),
-            "trained_with_envelope": cfg.motor_envelope,
+            "trained_with_envelope": bool(np.isfinite(np.asarray(sim.velocity_limit)).any()),
         },
         "timing": {"control_dt": cfg.control_dt, "sim_dt": cfg.sim_dt},
         "termination": {

@@ -3,7 +3,7 @@
 - ``command``: stand 1 s, then one command of ``EVAL_COMMANDS`` held for several seconds;
 - ``push``: standing or walking slowly, a horizontal kick of 0.5 or 1.0 m/s from 8 directions;
 - ``mismatch``: a walk/side-step/turn schedule at the corners of the training randomization's
-  ground friction and added base mass (0.5 / 1.25 and ±5 kg for the default robot).
+  ground friction and added base mass (0.2 / 1.25 and ±5 kg for the default robot).
 
 Every scenario starts from the standing pose with a zero command, which holds for at least
 the first control period (our task's reset observation carries it).

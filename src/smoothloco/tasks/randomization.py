@@ -12,7 +12,7 @@ from smoothloco.tasks.config import RandomizationConfig
 
 def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = RandomizationConfig()) -> tuple[Sim, Sim]:
     """Ground friction, base mass and centre of mass, PD gains, motor strength, rotor armature
-    and joint friction per env; a ``config.hard_corner_fraction`` of the envs has every range at
+    and joint friction (both in proportion to each joint's torque limit) per env; a ``config.hard_corner_fraction`` of the envs has every range at
     its harder end.
 
     ``rng`` holds one key per environment (shape (n, 2)).
@@ -38,8 +38,10 @@ def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = Randomizat
             "kp": sim.kp * draw(k[3], config.kp_scale, low, (n_joints,)),
             "kd": sim.kd * draw(k[4], config.kd_scale, high, (n_joints,)),
             "motor_strength": draw(k[5], config.motor_strength, low, (n_joints,)),
-            "dof_armature": tree.dof_armature.at[-n_joints:].add(draw(jax.random.fold_in(key, 6), config.rotor_armature, high)),
-            "joint_friction": jnp.full(n_joints, draw(jax.random.fold_in(key, 7), config.joint_friction, high)),
+            "dof_armature": tree.dof_armature.at[-n_joints:].add(
+                draw(jax.random.fold_in(key, 6), config.rotor_armature_per_torque, high) * sim.torque_limit
+            ),
+            "joint_friction": draw(jax.random.fold_in(key, 7), config.joint_friction_share, high) * sim.torque_limit,
         }
 
     return _batched(sim, jax.vmap(sample)(rng))

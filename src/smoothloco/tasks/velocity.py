@@ -94,10 +94,10 @@ class VelocityTask(Env):
         contact = ContactConfig(
             self.config.contact, soft_stiffness=self.config.soft_stiffness, soft_damping=self.config.soft_damping
         )
-        ground = terrain.RollingHills(self.config.hills_height, self.config.hills_wavelength) if self.config.hills_height > 0 else terrain.flat
-        self.sys: Sim = make_sim(
-            self.robot, contact, dt=self.config.sim_dt, terrain=ground, motor_envelope=self.config.motor_envelope
-        )
+        hills = self.config.hills_height > 0
+        ground = terrain.RollingHills(self.config.hills_height, self.config.hills_wavelength) if hills else terrain.flat
+        envelope = self.config.motor_envelope and self.robot.velocity_limit is not None
+        self.sys: Sim = make_sim(self.robot, contact, dt=self.config.sim_dt, terrain=ground, motor_envelope=envelope)
         self._nominal_base_mass = float(self.robot.mj_model().body_mass[1])
         self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
