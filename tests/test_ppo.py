@@ -51,7 +51,7 @@ def test_ppo_and_shac_see_the_same_observations_rewards_and_dones():
     # After an episode ends Brax's auto-reset starts a new one and SHAC resets on its own: compare
     # up to and including each environment's first done (its pre-reset observation differs by design).
     live = np.cumsum(np.asarray(shac_done), axis=0) - np.asarray(shac_done) == 0
-    assert live.sum() > 0.9 * live.size
+    assert live.sum() > 0.8 * live.size  # most steps are compared (random actions on a wet floor fall sooner)
     np.testing.assert_array_equal(np.asarray(ppo_done)[live], np.asarray(shac_done)[live])
     np.testing.assert_array_equal(np.asarray(ppo_reward)[live], np.asarray(shac_reward)[live])
     live_obs = live & (np.asarray(shac_done) == 0)
