@@ -153,7 +153,8 @@ def test_rotor_armature_is_randomized_per_environment_and_slows_the_joints():
     assert armature.shape == (8, task.sys.tree.dof_armature.shape[0]) and axes.tree.dof_armature == 0
     np.testing.assert_array_equal(armature[:, :6], 0.0)  # the floating base has no rotor
     # ANYmal's 80 N·m drives: 0.02-0.05 kg·m²
-    assert np.all((armature[:, 6:] >= 0.02 - 1e-7) & (armature[:, 6:] <= 0.05 + 1e-7)) and np.ptp(armature[:, 6]) > 0.005
+    assert np.all((armature[:, 6:] >= 0.02 - 1e-7) & (armature[:, 6:] <= 0.05 + 1e-7))
+    assert np.ptp(armature[:, 6]) > 0.005
     unchanged, _ = randomize(task.sys, keys)  # the other parameters keep their random streams
     np.testing.assert_array_equal(np.asarray(unchanged.friction), np.asarray(sims.friction))
 
@@ -177,7 +178,8 @@ def test_joint_friction_is_randomized_per_environment_and_resists_motion():
     np.testing.assert_allclose(friction, friction[:, :1].repeat(task.action_size, axis=1), rtol=1e-6)
     # another robot's drives get friction in proportion to their torque limits
     go2 = VelocityTask(VelocityTaskConfig.for_robot("go2").quiet())
-    go2_friction = np.asarray(randomize(go2.sys, keys, RandomizationConfig(joint_friction_share=(0.0125, 0.0375)))[0].joint_friction)
+    go2_sims, _ = randomize(go2.sys, keys, RandomizationConfig(joint_friction_share=(0.0125, 0.0375)))
+    go2_friction = np.asarray(go2_sims.joint_friction)
     np.testing.assert_allclose(go2_friction / np.asarray(go2.sys.torque_limit), friction / 80.0, rtol=1e-5)
     unchanged, _ = randomize(task.sys, keys)  # the other parameters keep their random streams
     np.testing.assert_array_equal(np.asarray(unchanged.friction), np.asarray(sims.friction))

@@ -12,8 +12,8 @@ from smoothloco.tasks.config import RandomizationConfig
 
 def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = RandomizationConfig()) -> tuple[Sim, Sim]:
     """Ground friction, base mass and centre of mass, PD gains, motor strength, rotor armature
-    and joint friction (both in proportion to each joint's torque limit) per env; a ``config.hard_corner_fraction`` of the envs has every range at
-    its harder end.
+    and joint friction (both in proportion to each joint's torque limit) per env; a
+    ``config.hard_corner_fraction`` of the envs has every range at its harder end.
 
     ``rng`` holds one key per environment (shape (n, 2)).
     """
