@@ -71,7 +71,8 @@ def test_robot_task_settings_replace_the_defaults():
     go2, default = VelocityTaskConfig.for_robot("go2"), VelocityTaskConfig()
     assert go2.robot == "go2" and go2.min_base_height == 0.15 and go2.base_height_target == 0.27
     assert go2.randomization.added_base_mass == (-1.0, 2.0)
-    assert go2.randomization.friction == default.randomization.friction  # not in the spec: the default
+    assert go2.randomization.friction == (0.3, 1.25) != default.randomization.friction
+    assert go2.randomization.action_delay == default.randomization.action_delay  # not in the spec: the default
     assert VelocityTaskConfig.for_robot("anymal_c") == default
 
 
