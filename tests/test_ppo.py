@@ -7,7 +7,7 @@ import pytest
 from brax.training.agents.ppo import train as brax_ppo
 
 from smoothloco.cli import main
-from smoothloco.tasks import CommandConfig, PushConfig, VelocityTask, VelocityTaskConfig
+from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.train import ppo
 from smoothloco.train.runs import TrainConfig
 from smoothloco.train.shac import make_env
@@ -22,6 +22,9 @@ def test_ppo_and_shac_see_the_same_observations_rewards_and_dones():
             obs_noise=1.0,
             pushes=PushConfig(interval_seconds=(0.1, 0.2)),
             commands=CommandConfig(resample_seconds=(0.1, 0.2)),
+            # no floor slipperier than 0.3: random actions on the default's 0.2 fall within the
+            # window, and steps after a fall are not compared
+            randomization=RandomizationConfig(friction=(0.3, 1.25)),
         )
     )
     key_env = jax.random.PRNGKey(7)
@@ -51,7 +54,7 @@ def test_ppo_and_shac_see_the_same_observations_rewards_and_dones():
     # After an episode ends Brax's auto-reset starts a new one and SHAC resets on its own: compare
     # up to and including each environment's first done (its pre-reset observation differs by design).
     live = np.cumsum(np.asarray(shac_done), axis=0) - np.asarray(shac_done) == 0
-    assert live.sum() > 0.8 * live.size  # most steps are compared (random actions on a wet floor fall sooner)
+    assert live.sum() > 0.9 * live.size
     np.testing.assert_array_equal(np.asarray(ppo_done)[live], np.asarray(shac_done)[live])
     np.testing.assert_array_equal(np.asarray(ppo_reward)[live], np.asarray(shac_reward)[live])
     live_obs = live & (np.asarray(shac_done) == 0)
