@@ -483,7 +483,9 @@ class Player:
         """The policy's observation for the state in ``data`` (reads only qpos and qvel) and the
         controller's memory."""
         command, last_action = np.asarray(command, np.float64), np.asarray(last_action, np.float64)
-        state = _State(self, data, command, last_action, phase, velocity_error_average)
+        return self._observation(_State(self, data, command, last_action, phase, velocity_error_average))
+
+    def _observation(self, state: _State) -> np.ndarray:
         return np.concatenate([scale * build(state) for build, scale in self.terms]).astype(np.float32)
 
     def velocity_error_update(self, average: np.ndarray, state: _State) -> np.ndarray:
@@ -636,8 +638,8 @@ class Player:
             mujoco.mj_step1(model, data)  # kinematics and contacts of the current state
             state = _State(self, data, command, last_action, phase, error_average)
             if k:  # the task's average starts at zero and moves with every step after the reset
-                error_average = self.velocity_error_update(error_average, state)
-            obs = self.observe(data, command, last_action, phase, error_average)
+                error_average = state.velocity_error_average = self.velocity_error_update(error_average, state)
+            obs = self._observation(state)
             if imperfections.obs_noise is not None:
                 obs = obs + (imperfections.obs_noise * rng.uniform(-1.0, 1.0, obs.shape)).astype(np.float32)
             frames.extendleft([obs] * (self.history if not frames else 1))
