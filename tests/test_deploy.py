@@ -74,7 +74,7 @@ def blind_run_dir(tmp_path_factory) -> Path:
 def feedback_run_dir(tmp_path_factory) -> Path:
     """ANYmal with the outer velocity loop on the command it observes."""
     folder = tmp_path_factory.mktemp("deploy-feedback")
-    return _exported_untrained_run(folder, "anymal_c", command_feedback_gain=4.0, command_feedback_limit=0.25)
+    return _exported_untrained_run(folder, "anymal_c", command_feedback_gain=4.0, command_feedback_share=0.25)
 
 
 BOTH_ROBOTS = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir"])
@@ -215,7 +215,7 @@ def _drop_last_term(c: dict) -> None:
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
         (lambda c: c["gait"].update(frequency=-1.0), "gait.frequency must be >= 0 Hz"),
         (lambda c: c["gait"]["swing_offsets"].pop(), "gait.swing_offsets must be 2 rows"),
-        (lambda c: c["observation"]["command_feedback"].update(gain=-1.0), "command_feedback gain and limit must be >= 0"),
+        (lambda c: c["observation"]["command_feedback"].update(gain=-1.0), "command_feedback gain and share must be >= 0"),
     ],
     ids=[
         "obs-size-vs-onnx",
@@ -294,7 +294,7 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
 def test_player_command_feedback_equals_the_task_s(feedback_run_dir: Path):
     task = VelocityTask(load_run(feedback_run_dir).config.task)
     player = Player(feedback_run_dir / "export")
-    assert (player.command_feedback_gain, player.command_feedback_limit) == (4.0, 0.25)
+    assert (player.command_feedback_gain, player.command_feedback_share) == (4.0, 0.25)
     data = mujoco.MjData(player.model())
     for command in ([0.5, 0.0, 0.2], [0.05, 0.0, 0.0], [0.0, -0.8, 0.0]):
         for average in ([0.02, -0.1, 0.5], [-0.3, 0.01, 0.0]):

@@ -338,7 +338,7 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
         (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
         (lambda: VelocityTaskConfig(velocity_error_window=-1.0), "velocity_error_window must be >= 0"),
-        (lambda: VelocityTaskConfig(command_feedback_gain=-1.0), "command_feedback_gain and command_feedback_limit must be >= 0"),
+        (lambda: VelocityTaskConfig(command_feedback_gain=-1.0), "command_feedback_gain and command_feedback_share must be >= 0"),
         (lambda: VelocityTaskConfig(command_feedback_gain=4.0, velocity_error_window=0.0), "needs velocity_error_window > 0"),
         (lambda: RandomizationConfig(hard_corner_fraction=1.5), "hard_corner_fraction must be in \\[0, 1\\]"),
     ],
@@ -395,10 +395,10 @@ def test_the_average_velocity_error_follows_command_minus_measured():
 
 
 def test_command_feedback_adds_the_clipped_average_error_while_walking():
-    task = VelocityTask(VelocityTaskConfig(command_feedback_gain=4.0, command_feedback_limit=0.25, **QUIET))
-    walk, stand = jnp.array([0.5, 0.0, 0.2]), jnp.array([0.05, 0.0, 0.0])
-    error = jnp.array([0.02, -0.1, 0.5])  # 4x: 0.08, -0.4 (clipped to -0.25), 2.0 (clipped to 0.25)
-    np.testing.assert_allclose(task.observed_command(walk, error), [0.58, -0.25, 0.45], atol=1e-6)
+    task = VelocityTask(VelocityTaskConfig(command_feedback_gain=4.0, command_feedback_share=0.25, **QUIET))
+    walk, stand = jnp.array([0.6, 0.0, 0.8]), jnp.array([0.05, 0.0, 0.0])
+    error = jnp.array([0.02, -0.1, 0.5])  # 4x: 0.08, -0.4 and 2.0, the last two clipped to 0.25 x 1.0
+    np.testing.assert_allclose(task.observed_command(walk, error), [0.68, -0.25, 1.05], atol=1e-6)
     np.testing.assert_array_equal(task.observed_command(stand, error), stand)  # standing: no loop
     plain = VelocityTask(VelocityTaskConfig(**QUIET))
     np.testing.assert_array_equal(plain.observed_command(walk, error), walk)

@@ -80,13 +80,14 @@ CONTRACT_SCHEMA: Schema = {
     # velocity_error_window (s): the time constant of the velocity_error_average term's moving
     # average (0 where the policy does not observe it). command_feedback: the outer velocity loop:
     # while the command's norm exceeds gait.standing_command the command term is the command plus
-    # gain x velocity_error_average, each axis clipped to ±limit (gain 0: the command itself)
+    # gain x velocity_error_average, each axis clipped to ±share x the command's norm (gain 0: the
+    # command itself)
     "observation": {
         "size": int,
         "terms": list,
         "history": int,
         "velocity_error_window": float,
-        "command_feedback": {"gain": float, "limit": float},
+        "command_feedback": {"gain": float, "share": float},
     },
     "action": {"size": int, "scale": float},
     # The gait clock and the trot generator on it: the phase advances frequency * control_dt
@@ -170,10 +171,10 @@ class _State:
 
     def observed_command(self) -> np.ndarray:
         """The command term: the command plus the outer velocity loop's correction while walking."""
-        player = self.player
-        if player.command_feedback_gain == 0 or np.linalg.norm(self.command) <= player.standing_command:
+        player, norm = self.player, np.linalg.norm(self.command)
+        if player.command_feedback_gain == 0 or norm <= player.standing_command:
             return self.command
-        limit = player.command_feedback_limit
+        limit = player.command_feedback_share * norm
         return self.command + np.clip(player.command_feedback_gain * self.velocity_error_average, -limit, limit)
 
     def velocity_error(self) -> np.ndarray:
@@ -411,9 +412,9 @@ class Player:
         # the moving average's weight on its last value, per control step
         self.velocity_error_keep = math.exp(-self.control_dt / window) if window > 0 else 1.0
         feedback = observation["command_feedback"]
-        self.command_feedback_gain, self.command_feedback_limit = float(feedback["gain"]), float(feedback["limit"])
-        if not all(math.isfinite(v) and v >= 0 for v in (self.command_feedback_gain, self.command_feedback_limit)):
-            raise PolicyContractError(f"policy.json: observation.command_feedback gain and limit must be >= 0, got {feedback}")
+        self.command_feedback_gain, self.command_feedback_share = float(feedback["gain"]), float(feedback["share"])
+        if not all(math.isfinite(v) and v >= 0 for v in (self.command_feedback_gain, self.command_feedback_share)):
+            raise PolicyContractError(f"policy.json: observation.command_feedback gain and share must be >= 0, got {feedback}")
         if self.command_feedback_gain > 0 and window == 0:
             raise PolicyContractError(
                 "policy.json: observation.command_feedback has a gain but velocity_error_window is 0: "

@@ -225,11 +225,13 @@ class VelocityTask(Env):
 
     def observed_command(self, command: jax.Array, velocity_error_average: jax.Array) -> jax.Array:
         """The command the actor observes: while walking, ``command`` plus the outer velocity
-        loop's correction (``command_feedback_gain`` x the average error, clipped per axis)."""
+        loop's correction (``command_feedback_gain`` x the average error, each axis within
+        ``command_feedback_share`` x the command's norm)."""
         cfg = self.config
         if cfg.command_feedback_gain == 0:
             return command
-        correction = jnp.clip(cfg.command_feedback_gain * velocity_error_average, -cfg.command_feedback_limit, cfg.command_feedback_limit)
+        limit = cfg.command_feedback_share * jnp.linalg.norm(command)
+        correction = jnp.clip(cfg.command_feedback_gain * velocity_error_average, -limit, limit)
         return command + jnp.where(standing(command), 0.0, correction)
 
     def gait_offset(self, phase: jax.Array) -> jax.Array:
