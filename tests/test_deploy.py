@@ -70,15 +70,8 @@ def blind_run_dir(tmp_path_factory) -> Path:
     )
 
 
-@pytest.fixture(scope="module")
-def feedback_run_dir(tmp_path_factory) -> Path:
-    """ANYmal with the outer velocity loop on the command it observes."""
-    folder = tmp_path_factory.mktemp("deploy-feedback")
-    return _exported_untrained_run(folder, "anymal_c", command_feedback_gain=4.0, command_feedback_share=0.25)
-
-
 BOTH_ROBOTS = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir"])
-EVERY_EXPORT = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir", "blind_run_dir", "feedback_run_dir"])
+EVERY_EXPORT = pytest.mark.parametrize("run_fixture", ["run_dir", "go2_run_dir", "blind_run_dir"])
 
 
 def _copy_export(run_dir: Path, target: Path) -> Path:
@@ -215,7 +208,6 @@ def _drop_last_term(c: dict) -> None:
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
         (lambda c: c["gait"].update(frequency=-1.0), "gait.frequency must be >= 0 Hz"),
         (lambda c: c["gait"]["swing_offsets"].pop(), "gait.swing_offsets must be 2 rows"),
-        (lambda c: c["observation"]["command_feedback"].update(gain=-1.0), "command_feedback gain and share must be >= 0"),
     ],
     ids=[
         "obs-size-vs-onnx",
@@ -228,7 +220,6 @@ def _drop_last_term(c: dict) -> None:
         "gains",
         "gait-frequency",
         "gait-offsets",
-        "command-feedback",
     ],
 )
 def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):
@@ -287,20 +278,6 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
     np.testing.assert_allclose(observed, actor_obs[: observed.size], atol=2e-5, rtol=1e-5)  # the newest frame
     if observes_average:
         assert player.terms[-1][1].size == 3 and np.abs(observed[-3:]).min() > 1e-3
-    if task.config.command_feedback_gain > 0:  # the command term carries the loop's correction
-        assert np.abs(observed[observation_slice(task.config, "command")] - command).max() > 1e-3
-
-
-def test_player_command_feedback_equals_the_task_s(feedback_run_dir: Path):
-    task = VelocityTask(load_run(feedback_run_dir).config.task)
-    player = Player(feedback_run_dir / "export")
-    assert (player.command_feedback_gain, player.command_feedback_share) == (4.0, 0.25)
-    data = mujoco.MjData(player.model())
-    for command in ([0.5, 0.0, 0.2], [0.05, 0.0, 0.0], [0.0, -0.8, 0.0]):
-        for average in ([0.02, -0.1, 0.5], [-0.3, 0.01, 0.0]):
-            state = _State(player, data, np.array(command), np.zeros(12), 0.0, np.array(average))
-            expected = task.observed_command(jnp.array(command), jnp.array(average))
-            np.testing.assert_allclose(state.observed_command(), expected, atol=1e-6)
 
 
 def test_player_feeds_the_policy_its_last_observations_newest_first(blind_run_dir: Path, monkeypatch):

@@ -338,8 +338,6 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
         (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
         (lambda: VelocityTaskConfig(velocity_error_window=-1.0), "velocity_error_window must be >= 0"),
-        (lambda: VelocityTaskConfig(command_feedback_gain=-1.0), "command_feedback_gain and command_feedback_share must be >= 0"),
-        (lambda: VelocityTaskConfig(command_feedback_gain=4.0, velocity_error_window=0.0), "needs velocity_error_window > 0"),
         (lambda: RandomizationConfig(hard_corner_fraction=1.5), "hard_corner_fraction must be in \\[0, 1\\]"),
     ],
 )
@@ -392,23 +390,6 @@ def test_the_average_velocity_error_follows_command_minus_measured():
     scale = 2.0  # the term's scale in OBS_LAYOUT
     np.testing.assert_allclose(np.asarray(state.obs[observation_slice(task.config, "velocity_error_average")]), scale * average, atol=1e-5)
     assert np.abs(average).max() > 0.05  # the command is not met from standing: the average sees it
-
-
-def test_command_feedback_adds_the_clipped_average_error_while_walking():
-    task = VelocityTask(VelocityTaskConfig(command_feedback_gain=4.0, command_feedback_share=0.25, **QUIET))
-    walk, stand = jnp.array([0.6, 0.0, 0.8]), jnp.array([0.05, 0.0, 0.0])
-    error = jnp.array([0.02, -0.1, 0.5])  # 4x: 0.08, -0.4 and 2.0, the last two clipped to 0.25 x 1.0
-    np.testing.assert_allclose(task.observed_command(walk, error), [0.68, -0.25, 1.05], atol=1e-6)
-    np.testing.assert_array_equal(task.observed_command(stand, error), stand)  # standing: no loop
-    plain = VelocityTask(VelocityTaskConfig(**QUIET))
-    np.testing.assert_array_equal(plain.observed_command(walk, error), walk)
-    # In a step, the command entries of the observation are the corrected command.
-    state = jax.jit(task.reset_commanded)(jax.random.PRNGKey(1), walk)
-    state = jax.jit(task.step)(state, jnp.zeros(12))
-    seen = state.obs[observation_slice(task.config, "command")]
-    expected = task.observed_command(walk, state.info["velocity_error_average"])
-    assert float(jnp.abs(expected - walk).max()) > 1e-3
-    np.testing.assert_allclose(seen, expected, atol=1e-6)
 
 
 def test_observation_history_stacks_the_last_frames_newest_first():

@@ -178,7 +178,6 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "terms": terms,
             "history": cfg.obs_history,
             "velocity_error_window": cfg.velocity_error_window if "velocity_error_average" in observed else 0.0,
-            "command_feedback": {"gain": cfg.command_feedback_gain, "share": cfg.command_feedback_share},
         },
         "action": {"size": task.action_size, "scale": cfg.action_scale},
         "gait": {

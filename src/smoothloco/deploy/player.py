@@ -48,8 +48,8 @@ import onnxruntime
 CONTRACT_FORMAT = "smoothloco-policy"
 # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing;
 # 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed; 6: observation.history;
-# 7: observation.velocity_error_window; 8: observation.command_feedback
-CONTRACT_VERSION = 8
+# 7: observation.velocity_error_window
+CONTRACT_VERSION = 7
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # Imperfections.bumps: an egg-crate ground h = bumps/2 sin(2πx/λ) sin(2πy/λ), sampled every
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
@@ -78,17 +78,8 @@ CONTRACT_SCHEMA: Schema = {
     # The policy's input is the last ``history`` observations (each ``size`` entries, built from
     # ``terms``) concatenated, newest first; at the first control period the first one fills them.
     # velocity_error_window (s): the time constant of the velocity_error_average term's moving
-    # average (0 where the policy does not observe it). command_feedback: the outer velocity loop:
-    # while the command's norm exceeds gait.standing_command the command term is the command plus
-    # gain x velocity_error_average, each axis clipped to ±share x the command's norm (gain 0: the
-    # command itself)
-    "observation": {
-        "size": int,
-        "terms": list,
-        "history": int,
-        "velocity_error_window": float,
-        "command_feedback": {"gain": float, "share": float},
-    },
+    # average (0 where the policy does not observe it)
+    "observation": {"size": int, "terms": list, "history": int, "velocity_error_window": float},
     "action": {"size": int, "scale": float},
     # The gait clock and the trot generator on it: the phase advances frequency * control_dt
     # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
@@ -169,14 +160,6 @@ class _State:
         self.phase = phase
         self.velocity_error_average = np.zeros(3) if velocity_error_average is None else velocity_error_average
 
-    def observed_command(self) -> np.ndarray:
-        """The command term: the command plus the outer velocity loop's correction while walking."""
-        player, norm = self.player, np.linalg.norm(self.command)
-        if player.command_feedback_gain == 0 or norm <= player.standing_command:
-            return self.command
-        limit = player.command_feedback_share * norm
-        return self.command + np.clip(player.command_feedback_gain * self.velocity_error_average, -limit, limit)
-
     def velocity_error(self) -> np.ndarray:
         """Command minus measured (vx, vy in the base frame, m/s; yaw rate, rad/s)."""
         return self.command - np.array([*self.base_lin_vel()[:2], self.data.qvel[5]])
@@ -209,11 +192,7 @@ OBSERVATION_TERMS: dict[str, Term] = {
     "projected_gravity": Term(
         "unit gravity direction, base frame", 3, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))
     ),
-    "command": Term(
-        "commanded vx, vy (m/s) and yaw rate (rad/s), plus observation.command_feedback's correction",
-        3,
-        lambda s: s.observed_command(),
-    ),
+    "command": Term("commanded vx, vy (m/s) and yaw rate (rad/s)", 3, lambda s: s.command),
     "joint_pos": Term(
         "joint angles minus joints.default_pose (rad)",
         None,
@@ -411,15 +390,6 @@ class Player:
             raise PolicyContractError(f"policy.json: observation.velocity_error_window must be >= 0 s, got {window}")
         # the moving average's weight on its last value, per control step
         self.velocity_error_keep = math.exp(-self.control_dt / window) if window > 0 else 1.0
-        feedback = observation["command_feedback"]
-        self.command_feedback_gain, self.command_feedback_share = float(feedback["gain"]), float(feedback["share"])
-        if not all(math.isfinite(v) and v >= 0 for v in (self.command_feedback_gain, self.command_feedback_share)):
-            raise PolicyContractError(f"policy.json: observation.command_feedback gain and share must be >= 0, got {feedback}")
-        if self.command_feedback_gain > 0 and window == 0:
-            raise PolicyContractError(
-                "policy.json: observation.command_feedback has a gain but velocity_error_window is 0: "
-                "there is no average error to feed back"
-            )
         if action["size"] != n_joints:
             raise PolicyContractError(
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"

@@ -211,15 +211,6 @@ class VelocityTaskConfig:
     # shortfall (weak motors on a wet floor walked at 70 % of the command; with it, MuJoCo's "all
     # combined" error fell from 0.193 to 0.120 m/s, docs/results.md); 0: not observed
     velocity_error_window: float = 1.0
-    # An outer velocity loop around the policy: while walking, the command the actor observes is
-    # the command plus command_feedback_gain x velocity_error_average, each axis clipped to
-    # ±command_feedback_share x the command's norm (relative, so that a push or a stumble cannot
-    # ask a slow walk for much more than was commanded). The policy tracks what it is asked well but falls short
-    # where the world is harder than its training (weak motors on a wet, bumpy floor walked at 72-90
-    # % of the command); the loop asks for more until the average error is gone, as a PI cascade
-    # does. 0: the actor observes the command itself. Needs velocity_error_window > 0.
-    command_feedback_gain: float = 0.0
-    command_feedback_share: float = 0.25
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m
     max_tilt_deg: float = 60.0
@@ -261,16 +252,6 @@ class VelocityTaskConfig:
             raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
         if not self.velocity_error_window >= 0:
             raise ValueError(f"velocity_error_window must be >= 0 s (0: not observed), got {self.velocity_error_window}")
-        if not (self.command_feedback_gain >= 0 and self.command_feedback_share >= 0):
-            raise ValueError(
-                f"command_feedback_gain and command_feedback_share must be >= 0, got "
-                f"{self.command_feedback_gain} and {self.command_feedback_share}"
-            )
-        if self.command_feedback_gain > 0 and not (self.velocity_error_window > 0 and self.observe_base_lin_vel):
-            raise ValueError(
-                "command_feedback_gain feeds back the average velocity error, which this task does not "
-                "measure: it needs velocity_error_window > 0 and observe_base_lin_vel true (or gain 0)"
-            )
         if isinstance(self.obs_history, bool) or not (isinstance(self.obs_history, int) and self.obs_history >= 1):
             raise ValueError(f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}")
         if not self.hills_height >= 0:

@@ -223,17 +223,6 @@ class VelocityTask(Env):
         state = state.replace(pipeline_state=physics, obs=obs, reward=reward, done=done, metrics=metrics, info=info)
         return state, contact
 
-    def observed_command(self, command: jax.Array, velocity_error_average: jax.Array) -> jax.Array:
-        """The command the actor observes: while walking, ``command`` plus the outer velocity
-        loop's correction (``command_feedback_gain`` x the average error, each axis within
-        ``command_feedback_share`` x the command's norm)."""
-        cfg = self.config
-        if cfg.command_feedback_gain == 0:
-            return command
-        limit = cfg.command_feedback_share * jnp.linalg.norm(command)
-        correction = jnp.clip(cfg.command_feedback_gain * velocity_error_average, -limit, limit)
-        return command + jnp.where(standing(command), 0.0, correction)
-
     def gait_offset(self, phase: jax.Array) -> jax.Array:
         """Joint-target offsets of the trot generator at ``phase`` (zero when it is off)."""
         if not self.config.gait.generator:
@@ -394,7 +383,7 @@ class VelocityTask(Env):
                 lin_vel,
                 physics.v[3:6],
                 rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
-                self.observed_command(info["command"], info["velocity_error_average"]),
+                info["command"],
                 physics.q[7:] - self._default_pose,
                 physics.v[6:],
                 info["last_action"],
