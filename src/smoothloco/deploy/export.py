@@ -178,6 +178,12 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "terms": terms,
             "history": cfg.obs_history,
             "velocity_error_window": cfg.velocity_error_window if "velocity_error_average" in observed else 0.0,
+            "velocity_trim": {
+                "rate": cfg.velocity_trim.rate if cfg.trims_command else 0.0,
+                "hold": cfg.velocity_trim.hold,
+                "freeze": cfg.velocity_trim.freeze,
+                "limit": cfg.velocity_trim.limit,
+            },
         },
         "action": {"size": task.action_size, "scale": cfg.action_scale},
         "gait": {

@@ -48,8 +48,8 @@ import onnxruntime
 CONTRACT_FORMAT = "smoothloco-policy"
 # 2: the gait clock observation and the "gait" section; 3: the clock hidden when standing;
 # 4: the "motors" section (torque-speed envelope); 5: gait.recovery_speed; 6: observation.history;
-# 7: observation.velocity_error_window
-CONTRACT_VERSION = 7
+# 7: observation.velocity_error_window; 8: observation.velocity_trim
+CONTRACT_VERSION = 8
 FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # Imperfections.bumps: an egg-crate ground h = bumps/2 sin(2πx/λ) sin(2πy/λ), sampled every
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
@@ -78,8 +78,15 @@ CONTRACT_SCHEMA: Schema = {
     # The policy's input is the last ``history`` observations (each ``size`` entries, built from
     # ``terms``) concatenated, newest first; at the first control period the first one fills them.
     # velocity_error_window (s): the time constant of the velocity_error_average term's moving
-    # average (0 where the policy does not observe it)
-    "observation": {"size": int, "terms": list, "history": int, "velocity_error_window": float},
+    # average (0 where the policy does not observe it). velocity_trim: the outer velocity loop
+    # (``Player.velocity_trim_update``) whose trim the command term adds (rate 0: none)
+    "observation": {
+        "size": int,
+        "terms": list,
+        "history": int,
+        "velocity_error_window": float,
+        "velocity_trim": {"rate": float, "hold": float, "freeze": float, "limit": float},
+    },
     "action": {"size": int, "scale": float},
     # The gait clock and the trot generator on it: the phase advances frequency * control_dt
     # cycles per control period from 0 (frequency 0: a constant clock); the offsets add to the
@@ -140,6 +147,15 @@ class Imperfections(NamedTuple):
     seed: int = 0
 
 
+class VelocityTrim(NamedTuple):
+    """The outer velocity loop's memory: its trim (vx, vy, yaw rate), the command it belongs to
+    and the control periods since that command began."""
+
+    trim: np.ndarray
+    command: np.ndarray
+    steps: int
+
+
 class PolicyContractError(ValueError):
     """The export folder does not describe a policy this player can run."""
 
@@ -155,10 +171,12 @@ class _State:
         last_action: np.ndarray,
         phase: float = 0.0,
         velocity_error_average: np.ndarray | None = None,
+        velocity_trim: np.ndarray | None = None,
     ):
         self.player, self.data, self.command, self.last_action = player, data, command, last_action
         self.phase = phase
         self.velocity_error_average = np.zeros(3) if velocity_error_average is None else velocity_error_average
+        self.velocity_trim = np.zeros(3) if velocity_trim is None else velocity_trim
 
     def velocity_error(self) -> np.ndarray:
         """Command minus measured (vx, vy in the base frame, m/s; yaw rate, rad/s)."""
@@ -192,7 +210,11 @@ OBSERVATION_TERMS: dict[str, Term] = {
     "projected_gravity": Term(
         "unit gravity direction, base frame", 3, lambda s: s.to_body(np.array([0.0, 0.0, -1.0]))
     ),
-    "command": Term("commanded vx, vy (m/s) and yaw rate (rad/s)", 3, lambda s: s.command),
+    "command": Term(
+        "commanded vx, vy (m/s) and yaw rate (rad/s) plus observation.velocity_trim's trim",
+        3,
+        lambda s: s.command + s.velocity_trim,
+    ),
     "joint_pos": Term(
         "joint angles minus joints.default_pose (rad)",
         None,
@@ -390,6 +412,16 @@ class Player:
             raise PolicyContractError(f"policy.json: observation.velocity_error_window must be >= 0 s, got {window}")
         # the moving average's weight on its last value, per control step
         self.velocity_error_keep = math.exp(-self.control_dt / window) if window > 0 else 1.0
+        trim = observation["velocity_trim"]
+        if not all(math.isfinite(v) and v >= 0 for v in trim.values()):
+            raise PolicyContractError(f"policy.json: observation.velocity_trim values must be >= 0, got {trim}")
+        if trim["rate"] > 0 and window == 0:
+            raise PolicyContractError(
+                "policy.json: observation.velocity_trim has a rate but velocity_error_window is 0: "
+                "there is no average velocity error to integrate"
+            )
+        self.trim_rate, self.trim_freeze, self.trim_limit = (float(trim[k]) for k in ("rate", "freeze", "limit"))
+        self.trim_hold_steps = round(trim["hold"] / self.control_dt)
         if action["size"] != n_joints:
             raise PolicyContractError(
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
@@ -450,11 +482,12 @@ class Player:
         last_action: np.ndarray,
         phase: float = 0.0,
         velocity_error_average: np.ndarray | None = None,
+        velocity_trim: np.ndarray | None = None,
     ) -> np.ndarray:
         """The policy's observation for the state in ``data`` (reads only qpos and qvel) and the
         controller's memory."""
         command, last_action = np.asarray(command, np.float64), np.asarray(last_action, np.float64)
-        return self._observation(_State(self, data, command, last_action, phase, velocity_error_average))
+        return self._observation(_State(self, data, command, last_action, phase, velocity_error_average, velocity_trim))
 
     def _observation(self, state: _State) -> np.ndarray:
         return np.concatenate([scale * build(state) for build, scale in self.terms]).astype(np.float32)
@@ -463,6 +496,24 @@ class Player:
         """The velocity_error_average term one control step on, at ``state``."""
         keep = self.velocity_error_keep
         return keep * average + (1.0 - keep) * state.velocity_error()
+
+    def velocity_trim_update(self, previous: VelocityTrim, command: np.ndarray, average: np.ndarray) -> VelocityTrim:
+        """The outer velocity loop one control period on, after the average velocity error's
+        update (``average``): a new command restarts the trim from zero; while walking (the
+        command's norm above gait.standing_command), ``hold`` s after the command began and with
+        the planar average error within ``freeze`` m/s, the trim integrates the average error
+        at ``rate`` per second, each axis clipped to ±``limit``."""
+        new = bool(np.any(command != previous.command))
+        steps = 0 if new else previous.steps + 1
+        trim = np.zeros(3) if new else previous.trim
+        if (
+            self.trim_rate > 0
+            and np.linalg.norm(command) > self.standing_command
+            and steps >= self.trim_hold_steps
+            and np.linalg.norm(average[:2]) <= self.trim_freeze
+        ):
+            trim = np.clip(trim + self.trim_rate * self.control_dt * average, -self.trim_limit, self.trim_limit)
+        return VelocityTrim(trim, np.array(command), steps)
 
     def clock_observation(self, phase: float, command: np.ndarray, base_lin_vel: np.ndarray) -> np.ndarray:
         """The gait_clock observation: sin and cos of the phase, or (0, 0) while standing if the
@@ -595,6 +646,7 @@ class Player:
         frames: collections.deque[np.ndarray] = collections.deque(maxlen=self.history)  # newest first
         phase = 0.0
         error_average = np.zeros(3)
+        trim = VelocityTrim(np.zeros(3), traj["command"][0], 0)
         fallen = False
         next_frame = 0.0
         strength = imperfections.motor_strength
@@ -607,9 +659,11 @@ class Player:
             while kicks and kicks[0][0] <= t + 1e-9:
                 data.qvel[0:2] += kicks.pop(0)[1:]
             mujoco.mj_step1(model, data)  # kinematics and contacts of the current state
-            state = _State(self, data, command, last_action, phase, error_average)
-            if k:  # the task's average starts at zero and moves with every step after the reset
+            state = _State(self, data, command, last_action, phase, error_average, trim.trim)
+            if k:  # the task's average and trim start at zero and move with every step after the reset
                 error_average = state.velocity_error_average = self.velocity_error_update(error_average, state)
+                trim = self.velocity_trim_update(trim, command, error_average)
+                state.velocity_trim = trim.trim
             obs = self._observation(state)
             if imperfections.obs_noise is not None:
                 obs = obs + (imperfections.obs_noise * rng.uniform(-1.0, 1.0, obs.shape)).astype(np.float32)

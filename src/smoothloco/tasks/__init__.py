@@ -7,6 +7,7 @@ from smoothloco.tasks.config import (
     PushConfig,
     RandomizationConfig,
     VelocityTaskConfig,
+    VelocityTrimConfig,
 )
 from smoothloco.tasks.randomization import randomize
 from smoothloco.tasks.velocity import OBS_LAYOUT, OBS_SIZE, VelocityTask
@@ -21,5 +22,6 @@ __all__ = [
     "RandomizationConfig",
     "VelocityTask",
     "VelocityTaskConfig",
+    "VelocityTrimConfig",
     "randomize",
 ]

@@ -29,7 +29,7 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
     ("base_lin_vel", 3, 2.0, 0.1),
     ("base_ang_vel", 3, 0.25, 0.2),
     ("projected_gravity", 3, 1.0, 0.05),
-    ("command", 3, 1.0, 0.0),
+    ("command", 3, 1.0, 0.0),  # plus the velocity trim where it is on (VelocityTrimConfig)
     ("joint_pos", 12, 1.0, 0.01),
     ("joint_vel", 12, 0.05, 1.5),
     ("last_action", 12, 1.0, 0.0),
@@ -159,6 +159,11 @@ class VelocityTask(Env):
             "joint_target": jnp.asarray(self.robot.default_pose, jnp.float32),  # what the motors last received
             "action_delay_steps": self._sample_action_delay(delay_key),
             "velocity_error_average": jnp.zeros(3),
+            # the outer velocity loop (VelocityTrimConfig): its trim, the command it belongs to
+            # and the control steps since that command began
+            "velocity_trim": jnp.zeros(3),
+            "trim_command": command,
+            "trim_steps": jnp.zeros((), jnp.int32),
         }
         obs, info["obs_frames"] = self._first_observation(physics, info)
         metrics = {f"reward/{name}": jnp.zeros(()) for name in self._active_terms()}
@@ -169,7 +174,7 @@ class VelocityTask(Env):
         """``reset`` with ``command`` (vx, vy, yaw rate) in force, for scripted evaluations: the
         first observation, and the history it fills, show it."""
         state = self.reset(rng)
-        info = {**state.info, "command": command}
+        info = {**state.info, "command": command, "trim_command": command}
         obs, info["obs_frames"] = self._first_observation(state.pipeline_state, info)
         return state.replace(obs=obs, info=info)
 
@@ -212,6 +217,8 @@ class VelocityTask(Env):
         if kick is not None:
             physics = physics.replace(v=physics.v.at[:2].add(kick))
         info["velocity_error_average"] = self._velocity_error_average(physics, info)
+        if cfg.trims_command:
+            info.update(self.velocity_trim_update(info))
         obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
         obs, info["obs_frames"] = self._with_history(obs, info["obs_frames"])
         metrics = dict(state.metrics)  # keep keys that wrappers (Brax's PPO) add
@@ -265,6 +272,24 @@ class VelocityTask(Env):
         measured = jnp.concatenate([rotate_inverse(physics.q[3:7], physics.v[:3])[:2], physics.v[5:6]])
         keep = jnp.exp(-self.config.control_dt / window)
         return keep * info["velocity_error_average"] + (1.0 - keep) * (info["command"] - measured)
+
+    def velocity_trim_update(self, info: dict) -> dict:
+        """The outer velocity loop one control step on, after the average velocity error's
+        update: a new command restarts the trim from zero; while walking, ``hold`` s after the
+        command began and with the planar average error within ``freeze``, the trim integrates
+        the average error, each axis clipped to ``limit``."""
+        trim_cfg, dt = self.config.velocity_trim, self.config.control_dt
+        command, average = info["command"], info["velocity_error_average"]
+        new = jnp.any(command != info["trim_command"])
+        steps = jnp.where(new, 0, info["trim_steps"] + 1)
+        trim = jnp.where(new, 0.0, info["velocity_trim"])
+        moving = (
+            ~standing(command)
+            & (steps >= round(trim_cfg.hold / dt))
+            & (jnp.linalg.norm(average[:2]) <= trim_cfg.freeze)
+        )
+        integrated = jnp.clip(trim + trim_cfg.rate * dt * average, -trim_cfg.limit, trim_cfg.limit)
+        return {"velocity_trim": jnp.where(moving, integrated, trim), "trim_command": command, "trim_steps": steps}
 
     def _with_history(self, obs, frames: jax.Array | None):
         """``obs`` with the actor's part replaced by its last ``obs_history`` frames, newest first,
@@ -383,7 +408,7 @@ class VelocityTask(Env):
                 lin_vel,
                 physics.v[3:6],
                 rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
-                info["command"],
+                info["command"] + info["velocity_trim"],
                 physics.q[7:] - self._default_pose,
                 physics.v[6:],
                 info["last_action"],

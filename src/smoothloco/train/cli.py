@@ -54,6 +54,11 @@ HELP = {
     "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
     "task.velocity_error_window": "s; > 0: the actor also observes command minus measured velocity averaged over "
     "about this long (integral action against a steady shortfall); 0 = not observed",
+    "task.velocity_trim.rate": "outer velocity loop while walking: the actor observes the command plus a trim that "
+    "integrates the average velocity error at this rate, 1/s (0 = off; needs task.velocity_error_window > 0)",
+    "task.velocity_trim.hold": "s after each new command before the trim moves (it restarts from zero)",
+    "task.velocity_trim.freeze": "the trim holds still while the planar average velocity error exceeds this, m/s",
+    "task.velocity_trim.limit": "largest trim on each axis, m/s and rad/s",
     "task.min_base_height": "an episode ends when the base is lower than this, m",
     "task.min_knee_height": "an episode ends when a knee is lower than this above the ground, m",
     "task.max_tilt_deg": "an episode ends when the base tilts more than this from upright, degrees",

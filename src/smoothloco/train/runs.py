@@ -18,7 +18,15 @@ from brax.training.acme import running_statistics, specs
 from brax.training.agents.ppo import networks as ppo_networks
 from flax import serialization
 
-from smoothloco.tasks import CommandConfig, GaitConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
+from smoothloco.tasks import (
+    CommandConfig,
+    GaitConfig,
+    PushConfig,
+    RandomizationConfig,
+    VelocityTask,
+    VelocityTaskConfig,
+    VelocityTrimConfig,
+)
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import Actor, actor_obs, make_policy_factory
 from smoothloco.train.ppo import PPOConfig, network_factory
@@ -116,9 +124,16 @@ class TrainConfig:
         """Inverse of ``to_dict`` (JSON turns tuples into lists; the configs validate again)."""
         untuple = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
         task = untuple(saved["task"])
-        # Runs from before the trot generator have no "gait" section: they trained without one.
-        absent = {"gait": {"frequency": 0.0}}
-        sections = (("commands", CommandConfig), ("pushes", PushConfig), ("gait", GaitConfig), ("randomization", RandomizationConfig))
+        # Runs from before the trot generator or the velocity trim have no "gait" or
+        # "velocity_trim" section: they trained without one.
+        absent = {"gait": {"frequency": 0.0}, "velocity_trim": {"rate": 0.0}}
+        sections = (
+            ("commands", CommandConfig),
+            ("pushes", PushConfig),
+            ("gait", GaitConfig),
+            ("randomization", RandomizationConfig),
+            ("velocity_trim", VelocityTrimConfig),
+        )
         # Runs from before the hidden standing clock observed it at every command; runs from
         # before the recovery steps stood at a zero command whatever their speed.
         before = {"gait": {"hide_clock_when_standing": False, "recovery_speed": 0.0}}
