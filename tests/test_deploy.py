@@ -208,6 +208,8 @@ def _drop_last_term(c: dict) -> None:
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
         (lambda c: c["gait"].update(frequency=-1.0), "gait.frequency must be >= 0 Hz"),
         (lambda c: c["gait"]["swing_offsets"].pop(), "gait.swing_offsets must be 2 rows"),
+        (lambda c: c["observation"]["velocity_trim"].update(limit=-0.5), "velocity_trim values must be >= 0"),
+        (lambda c: c["observation"].update(velocity_error_window=0.0), "velocity_trim has a rate but velocity_error_window is 0"),
     ],
     ids=[
         "obs-size-vs-onnx",
@@ -220,6 +222,8 @@ def _drop_last_term(c: dict) -> None:
         "gains",
         "gait-frequency",
         "gait-offsets",
+        "trim-limit",
+        "trim-without-average",
     ],
 )
 def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):
@@ -278,6 +282,50 @@ def test_player_observation_equals_task_observation(run_fixture: str, request):
     np.testing.assert_allclose(observed, actor_obs[: observed.size], atol=2e-5, rtol=1e-5)  # the newest frame
     if observes_average:
         assert player.terms[-1][1].size == 3 and np.abs(observed[-3:]).min() > 1e-3
+
+
+def test_player_velocity_trim_equals_the_task_s(run_dir: Path):
+    """The same commands and average errors, one control period at a time: the same trim."""
+    task = VelocityTask(load_run(run_dir).config.task)
+    player = Player(run_dir / "export")
+    assert task.config.trims_command and player.trim_rate == task.config.velocity_trim.rate > 0
+    walk, slower, stand = [0.5, 0.0, 0.2], [0.3, 0.1, 0.0], [0.05, 0.0, 0.0]
+    averages = np.random.default_rng(0).uniform(0.0, 0.3, (75, 3)) * [1.0, -1.0, 1.0]
+    averages[25:28] = [0.5, 0.0, 0.0]  # above the freeze: the trim holds still
+    commands = [walk] * 40 + [slower] * 15 + [stand] * 20
+    info = {"command": jnp.array(walk), "trim_command": jnp.array(walk), "velocity_trim": jnp.zeros(3), "trim_steps": jnp.zeros((), jnp.int32)}
+    ours = player_module.VelocityTrim(np.zeros(3), np.array(walk, np.float32), 0)
+    update = jax.jit(task.velocity_trim_update)
+    trims = []
+    for command, average in zip(commands, averages):
+        info.update(command=jnp.array(command, jnp.float32), velocity_error_average=jnp.array(average, jnp.float32))
+        info.update(update(info))
+        ours = player.velocity_trim_update(ours, np.array(command, np.float32), average.astype(np.float32))
+        np.testing.assert_allclose(ours.trim, info["velocity_trim"], atol=1e-6)
+        trims.append(ours.trim)
+    trims = np.array(trims)
+    assert np.abs(trims[39]).min() > 0.01 and np.abs(trims[40:42]).max() == 0.0  # restarted at the new command
+    assert np.ptp(trims[24:28], axis=0).max() == 0.0  # frozen
+    assert np.abs(trims[54]).min() > 0.001 and np.abs(trims[55:]).max() == 0.0  # standing, past the hold too
+
+
+def test_player_command_term_carries_the_trim_it_integrates(run_dir: Path, monkeypatch):
+    """End to end: in a run, the command the policy sees is the command plus the trim
+    replayed from the trajectory's own velocities (the average error, then the trim)."""
+    player = Player(run_dir / "export")
+    inputs = []
+    act = player.act
+    monkeypatch.setattr(player, "act", lambda obs: inputs.append(obs) or act(obs))
+    traj = player.run(commands=[(0.02, 0.3, 0.0, 0.0)], seconds=1.0)
+    task_config = load_run(run_dir).config.task
+    seen = np.array(inputs)[:, observation_slice(task_config, "command")]
+    measured = np.column_stack([traj["base_lin_vel"][:, :2], traj["base_ang_vel"][:, 2]])
+    average, trim = np.zeros(3), player_module.VelocityTrim(np.zeros(3), traj["command"][0], 0)
+    for k in range(1, len(seen)):
+        average = player.velocity_error_keep * average + (1 - player.velocity_error_keep) * (traj["command"][k] - measured[k])
+        trim = player.velocity_trim_update(trim, traj["command"][k], average)
+        np.testing.assert_allclose(seen[k], traj["command"][k] + trim.trim, atol=1e-5)
+    assert np.abs(trim.trim[0]) > 0.01  # the robot fell short and the trim grew
 
 
 def test_player_feeds_the_policy_its_last_observations_newest_first(blind_run_dir: Path, monkeypatch):

@@ -15,6 +15,7 @@ from smoothloco.tasks import (
     RandomizationConfig,
     VelocityTask,
     VelocityTaskConfig,
+    VelocityTrimConfig,
     randomize,
 )
 from smoothloco.tasks.config import CommandConfig
@@ -338,6 +339,8 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
         (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
         (lambda: VelocityTaskConfig(velocity_error_window=-1.0), "velocity_error_window must be >= 0"),
+        (lambda: VelocityTrimConfig(hold=-0.1), "velocity_trim.hold must be >= 0"),
+        (lambda: VelocityTrimConfig(rate=float("nan")), "task.velocity_trim"),
         (lambda: RandomizationConfig(hard_corner_fraction=1.5), "hard_corner_fraction must be in \\[0, 1\\]"),
     ],
 )
@@ -390,6 +393,46 @@ def test_the_average_velocity_error_follows_command_minus_measured():
     scale = 2.0  # the term's scale in OBS_LAYOUT
     np.testing.assert_allclose(np.asarray(state.obs[observation_slice(task.config, "velocity_error_average")]), scale * average, atol=1e-5)
     assert np.abs(average).max() > 0.05  # the command is not met from standing: the average sees it
+
+
+def test_velocity_trim_integrates_the_average_error_after_the_hold():
+    trim_config = VelocityTrimConfig(rate=2.0, hold=0.1, freeze=0.4, limit=0.5)
+    task = VelocityTask(VelocityTaskConfig(velocity_trim=trim_config, **QUIET))
+    dt, hold_steps = task.config.control_dt, 5
+    walk = jnp.array([0.5, 0.0, 0.2])
+    info = {"command": walk, "trim_command": walk, "velocity_trim": jnp.array([0.1, 0.0, 0.0]), "trim_steps": jnp.array(hold_steps - 1)}
+
+    def after(**changes):
+        return {k: np.asarray(v) for k, v in task.velocity_trim_update({**info, **changes}).items()}
+
+    small, large = jnp.array([0.1, -0.05, 0.3]), jnp.array([0.3, 0.3, 0.0])  # planar norms 0.11, 0.42
+    moved = after(velocity_error_average=small)
+    assert moved["trim_steps"] == hold_steps
+    np.testing.assert_allclose(moved["velocity_trim"], [0.1 + 2 * dt * 0.1, -2 * dt * 0.05, 2 * dt * 0.3], atol=1e-7)
+    held = after(velocity_error_average=small, trim_steps=jnp.array(hold_steps - 2))  # still within the hold
+    np.testing.assert_array_equal(held["velocity_trim"], info["velocity_trim"])
+    np.testing.assert_array_equal(after(velocity_error_average=large)["velocity_trim"], info["velocity_trim"])  # frozen
+    standing_still = after(velocity_error_average=small, command=jnp.array([0.05, 0.0, 0.0]))
+    np.testing.assert_array_equal(standing_still["velocity_trim"], 0.0)  # a new command: restarted, and standing
+    assert standing_still["trim_steps"] == 0
+    clipped = after(velocity_error_average=small, velocity_trim=jnp.array([0.5, -0.5, 0.0]))
+    np.testing.assert_allclose(clipped["velocity_trim"], [0.5, -0.5, 2 * dt * 0.3], atol=1e-7)
+
+
+def test_the_observed_command_carries_the_trim_where_the_average_is_observed():
+    command = jnp.array([0.3, 0.0, 0.0])
+    task = VelocityTask(VelocityTaskConfig(obs_noise=0.0, **QUIET))
+    assert task.config.trims_command
+    state = jax.jit(task.reset_commanded)(jax.random.PRNGKey(1), command)
+    step = jax.jit(task.step)
+    for _ in range(30):  # standing still on a walking command: the average error grows, then the trim
+        state = step(state, jnp.zeros(12))
+    trim = np.asarray(state.info["velocity_trim"])
+    assert trim[0] > 0.01 and int(state.info["trim_steps"]) == 30
+    np.testing.assert_allclose(state.obs[observation_slice(task.config, "command")], command + trim, atol=1e-6)
+    for off in (dict(velocity_trim=VelocityTrimConfig(rate=0.0)), dict(velocity_error_window=0.0),
+                dict(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0))):  # fmt: skip
+        assert not VelocityTaskConfig(**off).trims_command
 
 
 def test_observation_history_stacks_the_last_frames_newest_first():
