@@ -49,6 +49,13 @@ def test_a_config_from_before_the_recovery_steps_loads_without_them():
     assert TrainConfig.from_dict(saved).task.gait.recovery_speed == 0.0
 
 
+def test_a_config_from_before_the_velocity_trim_loads_without_it():
+    saved = TrainConfig().to_dict()
+    assert TrainConfig.from_dict(saved).task.trims_command  # on by default
+    del saved["task"]["velocity_trim"]
+    assert not TrainConfig.from_dict(saved).task.trims_command
+
+
 def test_final_sharpness_is_what_the_policy_trained_with():
     assert TrainConfig().final_sharpness == 1000.0  # the end of SHAC's default schedule
     assert TrainConfig(shac=SHACConfig(sharpness_schedule=())).final_sharpness == 300.0
