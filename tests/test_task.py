@@ -419,17 +419,21 @@ def test_velocity_trim_integrates_the_average_error_after_the_hold():
     np.testing.assert_allclose(clipped["velocity_trim"], [0.5, -0.5, 2 * dt * 0.3], atol=1e-7)
 
 
-def test_the_observed_command_carries_the_trim_where_the_average_is_observed():
+def test_the_observed_command_carries_the_trim_where_the_loop_is_closed():
+    """Training (the default) leaves the loop open; the evaluations' task closes it."""
     command = jnp.array([0.3, 0.0, 0.0])
-    task = VelocityTask(VelocityTaskConfig(obs_noise=0.0, **QUIET))
-    assert task.config.trims_command
-    state = jax.jit(task.reset_commanded)(jax.random.PRNGKey(1), command)
-    step = jax.jit(task.step)
-    for _ in range(30):  # standing still on a walking command: the average error grows, then the trim
-        state = step(state, jnp.zeros(12))
-    trim = np.asarray(state.info["velocity_trim"])
-    assert trim[0] > 0.01 and int(state.info["trim_steps"]) == 30
-    np.testing.assert_allclose(state.obs[observation_slice(task.config, "command")], command + trim, atol=1e-6)
+    training = VelocityTaskConfig(obs_noise=0.0, **QUIET)
+    assert training.trims_command and not training.velocity_trim.closed_loop
+    for config, closed in ((training, False), (training.quiet(), True)):
+        task = VelocityTask(config)
+        state = jax.jit(task.reset_commanded)(jax.random.PRNGKey(1), command)
+        step = jax.jit(task.step)
+        for _ in range(30):  # standing still on a walking command: the average error grows, then the trim
+            state = step(state, jnp.zeros(12))
+        trim = np.asarray(state.info["velocity_trim"])
+        assert (trim[0] > 0.01) == closed
+        np.testing.assert_allclose(state.obs[observation_slice(config, "command")], command + trim, atol=1e-6)
+    assert int(state.info["trim_steps"]) == 30
     for off in (dict(velocity_trim=VelocityTrimConfig(rate=0.0)), dict(velocity_error_window=0.0),
                 dict(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0))):  # fmt: skip
         assert not VelocityTaskConfig(**off).trims_command

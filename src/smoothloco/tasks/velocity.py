@@ -217,7 +217,7 @@ class VelocityTask(Env):
         if kick is not None:
             physics = physics.replace(v=physics.v.at[:2].add(kick))
         info["velocity_error_average"] = self._velocity_error_average(physics, info)
-        if cfg.trims_command:
+        if cfg.trims_command and cfg.velocity_trim.closed_loop:
             info.update(self.velocity_trim_update(info))
         obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
         obs, info["obs_frames"] = self._with_history(obs, info["obs_frames"])

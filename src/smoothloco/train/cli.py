@@ -59,6 +59,8 @@ HELP = {
     "task.velocity_trim.hold": "s after each new command before the trim moves (it restarts from zero)",
     "task.velocity_trim.freeze": "the trim holds still while the planar average velocity error exceeds this, m/s",
     "task.velocity_trim.limit": "largest trim on each axis, m/s and rad/s",
+    "task.velocity_trim.closed_loop": "train inside the loop too (default: the policy learns to track on its own; "
+    "the loop closes around it in evaluations and at deployment)",
     "task.min_base_height": "an episode ends when the base is lower than this, m",
     "task.min_knee_height": "an episode ends when a knee is lower than this above the ground, m",
     "task.max_tilt_deg": "an episode ends when the base tilts more than this from upright, degrees",
