@@ -18,15 +18,8 @@ from brax.training.acme import running_statistics, specs
 from brax.training.agents.ppo import networks as ppo_networks
 from flax import serialization
 
-from smoothloco.tasks import (
-    CommandConfig,
-    GaitConfig,
-    PushConfig,
-    RandomizationConfig,
-    VelocityTask,
-    VelocityTaskConfig,
-    VelocityTrimConfig,
-)
+from smoothloco.tasks import CommandConfig, GaitConfig, PushConfig, RandomizationConfig, VelocityTrimConfig
+from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import Actor, actor_obs, make_policy_factory
 from smoothloco.train.ppo import PPOConfig, network_factory
