@@ -242,8 +242,8 @@ class VelocityTaskConfig:
     # shortfall (weak motors on a wet floor walked at 70 % of the command; with it, MuJoCo's "all
     # combined" error fell from 0.193 to 0.120 m/s, docs/results.md); 0: not observed
     velocity_error_window: float = 1.0
-    # what MuJoCo's "all combined" error is made of for a policy without it: mostly a steady
-    # shortfall (docs/results.md, sessions 19-20); the trim removes it (VelocityTrimConfig)
+    # an outer velocity loop around the policy: without it, most of MuJoCo's "all combined" error
+    # was a steady shortfall, which the trim removes (docs/results.md, sessions 19-20)
     velocity_trim: VelocityTrimConfig = field(default_factory=VelocityTrimConfig)
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m

@@ -118,7 +118,7 @@ class TrainConfig:
         untuple = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
         task = untuple(saved["task"])
         # Runs from before the trot generator or the velocity trim have no "gait" or
-        # "velocity_trim" section: they trained without one.
+        # "velocity_trim" section: they ran without one.
         absent = {"gait": {"frequency": 0.0}, "velocity_trim": {"rate": 0.0}}
         sections = (
             ("commands", CommandConfig),
