@@ -4,7 +4,7 @@ velocity, body-frame angular velocity).
 
 Why not MJX's ``kinematics``/``crb``/``rne``: they serve every MuJoCo model (all joint types,
 sparse trees, mocap bodies), and their reverse pass dominated both the cost and the compile
-time of SHAC's gradient window (issue 3). A quadruped is a 13-body tree of one free joint and
+time of SHAC's gradient window. A quadruped is a 13-body tree of one free joint and
 hinges, so the whole computation fits in a few dense ``(bodies, 3, dofs)`` arrays: poses level
 by level down the tree, Jacobians from joint axes, ``M = Σ m JᵥᵀJᵥ + JωᵀIJω``, and the bias
 forces from the time derivative of the Jacobians. Checked against MuJoCo (C) in

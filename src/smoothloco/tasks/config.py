@@ -144,7 +144,7 @@ class VelocityTrimConfig:
     # deployed controller does; training does not by default: the policy learns to track on its
     # own and the loop removes only what is left in a harder world. Trained inside the loop, the
     # policy leaned on it (MuJoCo nominal 0.065-0.077 m/s with the loop opened) and "all combined"
-    # was no better (docs/results.md, session 20).
+    # was no better (docs/history/robustness.md, the velocity trim).
     closed_loop: bool = False
 
     def __post_init__(self) -> None:
@@ -243,7 +243,7 @@ class VelocityTaskConfig:
     # combined" error fell from 0.193 to 0.120 m/s, docs/results.md); 0: not observed
     velocity_error_window: float = 1.0
     # an outer velocity loop around the policy: without it, most of MuJoCo's "all combined" error
-    # was a steady shortfall, which the trim removes (docs/results.md, sessions 19-20)
+    # was a steady shortfall, which the trim removes (docs/history/robustness.md)
     velocity_trim: VelocityTrimConfig = field(default_factory=VelocityTrimConfig)
     min_base_height: float = 0.3  # m
     min_knee_height: float = 0.02  # m
