@@ -63,7 +63,7 @@ class CommandConfig:
 class PushConfig:
     enabled: bool = True
     # m/s, horizontal velocity kick on the base, uniform in [0, max_speed]; legged_gym's 1.0 left
-    # the 1.5 m/s test pushes untrained (docs/results.md)
+    # the robustness suite's 1.5 m/s test pushes untrained (docs/history/robustness.md)
     max_speed: float = 1.5
     interval_seconds: Range = (5.0, 10.0)
 
