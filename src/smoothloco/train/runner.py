@@ -542,39 +542,54 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
         "| steps/s | slip (m/s) | CoT | base speed (m/s) |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    lines += [
-        f"| {tuple(p['command'])} | {p['lin_vel_error']:.3f} | {p['yaw_rate_error']:.3f} | {p['fell']} "
-        f"| {p['foot_air_time']:.2f} | {100 * p['foot_clearance']:.1f} | {p['steps_per_second']:.2f} "
-        f"| {p['foot_slip']:.3f} | {p['cost_of_transport']:.2f} | {p['base_speed']:.3f} |"
+    # A quantity with no samples to average (cost of transport at a standing or turning-in-place
+    # command, air time without a completed swing) is NaN: shown as "–", not "nan".
+    cell = lambda value, fmt, scale=1.0: f"{value * scale:{fmt}}" if np.isfinite(value) else "–"  # noqa: E731
+    rows = [
+        f"| {tuple(p['command'])} | {cell(p['lin_vel_error'], '.3f')} | {cell(p['yaw_rate_error'], '.3f')} | {p['fell']} "
+        f"| {cell(p['foot_air_time'], '.2f')} | {cell(p['foot_clearance'], '.1f', 100)} | {cell(p['steps_per_second'], '.2f')} "
+        f"| {cell(p['foot_slip'], '.3f')} | {cell(p['cost_of_transport'], '.2f')} | {cell(p['base_speed'], '.3f')} |"
         for p in evaluation["per_command"]
     ]
+    lines += rows
+    if any("–" in row for row in rows):
+        lines += ["", "–: nothing to measure (cost of transport needs a walking command, air time and clearance a "
+                      "completed swing)."]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(run_dir, history)
 
 
 def _plot(run_dir: Path, history: list[dict]) -> None:
-    """Training curves (where the algorithm reports them: SHAC does, Brax's PPO does not) and
-    the evaluations, against environment steps and wall-clock."""
+    """``training.png``: the returns and the tracking errors against environment steps, and the
+    steps against wall-clock (how fast the run went), each panel with its own axes' labels.
+    Training curves appear where the algorithm reports them (SHAC does, Brax's PPO does not)."""
     plt = plotting.pyplot()
 
     trained = [h for h in history if "reward_per_step" in h]
     evals = [h for h in history if "eval/lin_vel_error" in h]
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
-    axes_x = [("env_steps", 1, "environment steps"), ("wall_s", 60, "wall-clock (min)")]
-    for col, (key, scale, label) in enumerate(axes_x):
-        x = lambda rows: [h[key] / scale for h in rows]  # noqa: E731
-        top, bottom = axes[0, col], axes[1, col]
-        top.plot(x(evals), [h["eval/episode_return"] for h in evals], "o-", color="C2", label="eval return")
-        top.set_ylabel("evaluation return")
-        if trained:
-            twin = top.twinx()
-            twin.plot(x(trained), [h["reward_per_step"] for h in trained], color="C0", alpha=0.6)
-            twin.set_ylabel("training reward per control step", color="C0")
-            bottom.plot(x(trained), [h["lin_vel_error"] for h in trained], label="linear (m/s)")
-            bottom.plot(x(trained), [h["yaw_rate_error"] for h in trained], label="yaw (rad/s)")
-        bottom.plot(x(evals), [h["eval/lin_vel_error"] for h in evals], "o-", label="eval linear")
-        bottom.plot(x(evals), [h["eval/yaw_rate_error"] for h in evals], "s-", label="eval yaw")
-        bottom.set_ylabel("tracking error")
-        bottom.set_xlabel(label)
-        bottom.legend()
+    steps = lambda rows: [h["env_steps"] / 1e6 for h in rows]  # noqa: E731
+    fig, (returns, errors, speed) = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig.suptitle(f"Training of {run_dir.name}: returns, tracking errors and speed")
+
+    returns.plot(steps(evals), [h["eval/episode_return"] for h in evals], "o-", color="C2", label="evaluation return")
+    returns.set_ylabel("evaluation return (grid)", color="C2")
+    returns.set_title("returns")
+    if trained:
+        twin = returns.twinx()
+        twin.plot(steps(trained), [h["reward_per_step"] for h in trained], color="C0", alpha=0.6)
+        twin.set_ylabel("training reward per control step", color="C0")
+        errors.plot(steps(trained), [h["lin_vel_error"] for h in trained], color="C0", alpha=0.6, label="training, linear (m/s)")
+        errors.plot(steps(trained), [h["yaw_rate_error"] for h in trained], color="C1", alpha=0.6, label="training, yaw (rad/s)")
+    errors.plot(steps(evals), [h["eval/lin_vel_error"] for h in evals], "o-", color="C0", label="evaluation, linear (m/s)")
+    errors.plot(steps(evals), [h["eval/yaw_rate_error"] for h in evals], "s-", color="C1", label="evaluation, yaw (rad/s)")
+    errors.set_ylabel("tracking error")
+    errors.set_title("tracking errors")
+    errors.legend()
+    clocked = [h for h in history if "wall_s" in h]
+    speed.plot([h["wall_s"] / 60 for h in clocked], steps(clocked), color="C3")
+    speed.set_xlabel("wall-clock (min, compilation and evaluations included)")
+    speed.set_ylabel("environment steps (millions)")
+    speed.set_title("speed")
+    for ax in (returns, errors):
+        ax.set_xlabel("environment steps (millions)")
     plotting.save(fig, run_dir / "training.png", dpi=100)
