@@ -546,9 +546,10 @@ def _finish(run_dir: Path, config: TrainConfig, history: list[dict], evaluation:
     # command, air time without a completed swing) is NaN: shown as "–", not "nan".
     cell = lambda value, fmt, scale=1.0: f"{value * scale:{fmt}}" if np.isfinite(value) else "–"  # noqa: E731
     rows = [
-        f"| {tuple(p['command'])} | {cell(p['lin_vel_error'], '.3f')} | {cell(p['yaw_rate_error'], '.3f')} | {p['fell']} "
-        f"| {cell(p['foot_air_time'], '.2f')} | {cell(p['foot_clearance'], '.1f', 100)} | {cell(p['steps_per_second'], '.2f')} "
-        f"| {cell(p['foot_slip'], '.3f')} | {cell(p['cost_of_transport'], '.2f')} | {cell(p['base_speed'], '.3f')} |"
+        f"| {tuple(p['command'])} | {cell(p['lin_vel_error'], '.3f')} | {cell(p['yaw_rate_error'], '.3f')} "
+        f"| {p['fell']} | {cell(p['foot_air_time'], '.2f')} | {cell(p['foot_clearance'], '.1f', 100)} "
+        f"| {cell(p['steps_per_second'], '.2f')} | {cell(p['foot_slip'], '.3f')} "
+        f"| {cell(p['cost_of_transport'], '.2f')} | {cell(p['base_speed'], '.3f')} |"
         for p in evaluation["per_command"]
     ]
     lines += rows
@@ -578,10 +579,11 @@ def _plot(run_dir: Path, history: list[dict]) -> None:
         twin = returns.twinx()
         twin.plot(steps(trained), [h["reward_per_step"] for h in trained], color="C0", alpha=0.6)
         twin.set_ylabel("training reward per control step", color="C0")
-        errors.plot(steps(trained), [h["lin_vel_error"] for h in trained], color="C0", alpha=0.6, label="training, linear (m/s)")
-        errors.plot(steps(trained), [h["yaw_rate_error"] for h in trained], color="C1", alpha=0.6, label="training, yaw (rad/s)")
-    errors.plot(steps(evals), [h["eval/lin_vel_error"] for h in evals], "o-", color="C0", label="evaluation, linear (m/s)")
-    errors.plot(steps(evals), [h["eval/yaw_rate_error"] for h in evals], "s-", color="C1", label="evaluation, yaw (rad/s)")
+        for key, color, name in (("lin_vel_error", "C0", "linear (m/s)"), ("yaw_rate_error", "C1", "yaw (rad/s)")):
+            errors.plot(steps(trained), [h[key] for h in trained], color=color, alpha=0.6, label=f"training, {name}")
+    evaluated = (("lin_vel_error", "o-", "C0", "linear (m/s)"), ("yaw_rate_error", "s-", "C1", "yaw (rad/s)"))
+    for key, style, color, name in evaluated:
+        errors.plot(steps(evals), [h[f"eval/{key}"] for h in evals], style, color=color, label=f"evaluation, {name}")
     errors.set_ylabel("tracking error")
     errors.set_title("tracking errors")
     errors.legend()
