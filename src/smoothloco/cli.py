@@ -19,8 +19,9 @@ from smoothloco.evaluate import cli as eval_cli
 from smoothloco.evaluate import study
 from smoothloco.parallel import request_host_devices
 from smoothloco.quiet import quiet_cache_loads
-from smoothloco.robot import BUNDLED_ROBOTS, RobotSpecError, load_robot
+from smoothloco.robot import BUNDLED_ROBOTS, load_robot
 from smoothloco.sim import check
+from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train import cli as train_cli
 from smoothloco.train import compare
 
@@ -61,7 +62,8 @@ def _bench(args: argparse.Namespace) -> int:
 def _robot(args: argparse.Namespace) -> int:
     try:
         robot = load_robot(args.robot)
-    except RobotSpecError as exc:
+        VelocityTaskConfig.for_robot(args.robot)  # its [task] table, as `train` reads it
+    except ValueError as exc:  # RobotSpecError included
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = check.check_robot(robot)

@@ -6,7 +6,89 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import typing
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+SHOWN_CHARACTERS = 60  # of a refused value in a message: a message never carries megabytes of input
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut to ``SHOWN_CHARACTERS`` (one line: repr escapes newlines)."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else f"{text[: SHOWN_CHARACTERS - 3]}..."
+
+
+def read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path``; a one-line ``ValueError`` naming the file (and ``what`` it
+    should hold) when it cannot be read or is not UTF-8: the decoder's own error quotes the
+    whole input."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        byte = shown(exc.object[exc.start : exc.start + 1])
+        raise ValueError(f"{path}: the {what} is not UTF-8 text (byte {exc.start} is {byte})") from None
+
+
+def expected(kind: Any) -> str:
+    """What a value of the config field type ``kind`` is in a file, in words."""
+    if kind is bool:
+        return "true or false"
+    if kind is int:
+        return "a whole number"
+    if kind is float:
+        return "a finite number"
+    if kind is str:
+        return "a text"
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is dict:
+        return f"a table of {expected(args[1]).removeprefix('a ')}s by name"
+    if origin is tuple:
+        item = "whole numbers" if args[0] is int else "numbers"
+        return f"a list of {item}" if args[-1] is Ellipsis else f"a list of {len(args)} {item}"
+    return repr(kind)
+
+
+def parse_value(kind: Any, value: object, where: str) -> Any:
+    """``value`` (as read from JSON or TOML) as the config field type ``kind``: bool, int,
+    float, str, ``tuple[T, ...]``, ``tuple[T, T]`` or ``dict[str, T]``. Types are exact (a bool
+    is not a number, 5.7 is not a whole number); a ``ValueError`` names ``where`` and what is
+    accepted."""
+    refuse = ValueError(f"{where}: expected {expected(kind)}, got {shown(value)}")
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise refuse
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise refuse
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise refuse
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float
+            raise refuse from None
+    if kind is str:
+        if not isinstance(value, str):
+            raise refuse
+        return value
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise refuse
+        if args[-1] is not Ellipsis and len(value) != len(args):
+            raise refuse
+        return tuple(parse_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise refuse
+        return {k: parse_value(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    raise TypeError(f"{where}: no file form for {kind!r}")
 
 
 def _non_finite(value: object) -> bool:
@@ -33,23 +115,27 @@ def require_finite(section: str, config: object) -> None:
                 raise ValueError(f"{key} must be finite, got {shown}")
 
 
-def with_settings(config, settings: Mapping, where: str):
-    """``config`` (a config dataclass) with the nested ``settings`` table applied: a nested
-    section takes a table, a dict field is updated entry by entry, a tuple field takes any
-    sequence. An unknown name is a ``ValueError`` naming ``where`` and the accepted names; the
-    configs validate the values again."""
+def with_settings(config, settings: Mapping, where: str, merge: bool = True):
+    """``config`` (a config dataclass) with the nested ``settings`` table applied, each value
+    parsed as its field's type first (``parse_value``): a nested section takes a table, a dict
+    field is updated entry by entry (replaced as a whole without ``merge``), a tuple field takes
+    a list. An unknown name or a value of the wrong type is a one-line ``ValueError`` naming
+    ``where`` and what is accepted; the configs then check the ranges."""
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"{where or 'the file'}: expected a table of settings, got {shown(settings)}")
     known = [f.name for f in dataclasses.fields(config)]
+    kinds = typing.get_type_hints(type(config))
     changes = {}
     for key, value in settings.items():
+        name = f"{where}.{key}" if where else str(key)
         if key not in known:
-            raise ValueError(f"{where}: unknown setting {key!r}; accepted: {', '.join(sorted(known))}")
+            raise ValueError(f"{where or 'top level'}: unknown setting {shown(key)}; accepted: {', '.join(sorted(known))}")
         current = getattr(config, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, Mapping):
-                raise ValueError(f"{where}: {key} must be a table of settings, got {value!r}")
-            changes[key] = with_settings(current, value, f"{where}.{key}")
-        elif isinstance(current, dict):
-            changes[key] = {**current, **value}
-        else:
-            changes[key] = tuple(value) if isinstance(current, tuple) else value
+                raise ValueError(f"{name}: expected a table of settings, got {shown(value)}")
+            changes[key] = with_settings(current, value, name, merge)
+            continue
+        parsed = parse_value(kinds[key], value, name)
+        changes[key] = {**current, **parsed} if isinstance(current, dict) and merge else parsed
     return dataclasses.replace(config, **changes)

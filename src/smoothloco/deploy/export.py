@@ -34,6 +34,7 @@ from smoothloco.tasks.velocity import STANDING_COMMAND, observation_layout, obse
 from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.networks import actor_obs
 from smoothloco.train.runs import LoadedRun, load_run
+from smoothloco.validation import shown
 
 EXPORT_DIR = "export"
 EXPORT_FILES = ("robot.xml", "policy.onnx", "policy.json")  # policy.json last: it names the others
@@ -151,9 +152,10 @@ def onnx_error(model: onnx.ModelProto, run: LoadedRun, policy: MlpPolicy, sample
     return float(np.max(np.abs(exported - reference)))
 
 
-def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: Path | None = None) -> dict:
-    """``policy.json``: everything a player needs besides the network and the robot model. With
-    ``folder`` (where ``policy.onnx`` was written), ``source`` records its sha256."""
+def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: Path, checkpoint_sha256: str) -> dict:
+    """``policy.json``: everything a player needs besides the network and the robot model.
+    ``source`` ties it to what it came from: the sha256 of ``policy.onnx`` in ``folder`` (the
+    player checks it) and of the run's checkpoint (``exported`` checks it)."""
     cfg, robot = task.config, task.robot
     layout = observation_layout(cfg)
     observed = [name for name, *_ in layout]
@@ -228,7 +230,8 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "env_steps": run.env_steps,
             "contact": cfg.contact,
             "onnx_max_abs_error": onnx_max_error,
-            **({"onnx_sha256": hashlib.sha256((folder / "policy.onnx").read_bytes()).hexdigest()} if folder else {}),
+            "onnx_sha256": hashlib.sha256((folder / "policy.onnx").read_bytes()).hexdigest(),
+            "checkpoint_sha256": checkpoint_sha256,
             "smoothloco": __version__,
         },
     }
@@ -243,6 +246,9 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     not match its ONNX graph) leaves an earlier good export as it was. Other files in ``out``
     are left alone.
     """
+    # Hashed before it is read: should a training replace it meanwhile, the export claims the
+    # older checkpoint and is refused or written again, never taken for the newer one.
+    checkpoint_sha256 = _checkpoint_sha256(Path(run_dir))
     run = load_run(run_dir)  # a corrupt or mismatched checkpoint fails here, before any writing
     task = VelocityTask(run.config.task)
     policy = mlp_policy(run, task.action_size)
@@ -262,7 +268,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     try:
         (staging / "robot.xml").write_bytes(task.robot.xml.encode())  # bytes as hashed by RobotSpec.model_hash
         onnx.save(model, staging / "policy.onnx")
-        (staging / "policy.json").write_text(json.dumps(contract(run, task, error, staging), indent=2) + "\n")
+        (staging / "policy.json").write_text(json.dumps(contract(run, task, error, staging, checkpoint_sha256), indent=2) + "\n")
         player.Player(staging)  # the contract must be readable by the reference player
         for name in EXPORT_FILES:
             with (staging / name).open("rb") as f:
@@ -279,22 +285,43 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
 
 
 def exported(run_dir: Path) -> Path:
-    """The run's export folder, written first if missing, older than the checkpoint or of an
-    older contract version than this player reads."""
+    """The run's export folder, written first if missing, older than the checkpoint, of an
+    older contract version than this player reads, or from before exports recorded their
+    checkpoint. An export that records another checkpoint than the run's (copied from another
+    run) is an ``ExportError``: scoring it would score another policy."""
     folder, checkpoint = run_dir / EXPORT_DIR, run_dir / CHECKPOINT_NAME
-    contract = folder / "policy.json"
+    contract_file = folder / "policy.json"
+    saved = _read_contract(contract_file)
+    source = saved.get("source") if isinstance(saved, dict) else None
+    recorded = source.get("checkpoint_sha256") if isinstance(source, dict) else None
     stale = (
-        not contract.is_file()
-        or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract.stat().st_mtime)
-        or _contract_version(contract) != player.CONTRACT_VERSION  # exported by an older smoothloco
+        saved is None
+        or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract_file.stat().st_mtime)
+        or saved.get("version") != player.CONTRACT_VERSION  # exported by an older smoothloco
+        or (checkpoint.is_file() and recorded is None)
     )
     if stale:
         export_run(run_dir, folder)
+    elif checkpoint.is_file() and recorded != _checkpoint_sha256(run_dir):
+        raise ExportError(
+            f"{contract_file} records another checkpoint (source.checkpoint_sha256 {shown(recorded)}, source.run "
+            f"{shown(source.get('run'))}) than {checkpoint}: export this run again with `smoothloco export {run_dir}`"
+        )
     return folder
 
 
-def _contract_version(contract: Path) -> object:
+def _checkpoint_sha256(run_dir: Path) -> str:
+    """The sha256 of the run's checkpoint file (empty when it cannot be read: ``load_run`` says why)."""
     try:
-        return json.loads(contract.read_text()).get("version")
-    except (OSError, ValueError, AttributeError):
-        return None  # unreadable: written again
+        return hashlib.sha256((run_dir / CHECKPOINT_NAME).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _read_contract(contract_file: Path) -> dict | None:
+    """The export's ``policy.json`` as a JSON object; None when missing or unreadable (written again)."""
+    try:
+        saved = json.loads(contract_file.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) else None

@@ -110,8 +110,8 @@ CONTRACT_SCHEMA: Schema = {
     "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list},
     "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list, "initial_base_height": float},
     "policy": {"file": str, "input": str, "output": str},
-    # where the policy came from (run, algorithm, ...): informational, except onnx_sha256, which
-    # policy.onnx must match
+    # where the policy came from (run, checkpoint, ...): informational, except onnx_sha256, which
+    # is required and policy.onnx must match
     "source": dict,
 }
 TERM_SCHEMA: Schema = {"name": str, "size": int, "scale": list, "description": str}
@@ -259,16 +259,27 @@ def _check_fields(value: Any, schema: Schema, where: str) -> None:
         if kind is float:  # JSON writes 1.0 as 1
             ok = isinstance(value[key], (int, float)) and not isinstance(value[key], bool) and math.isfinite(value[key])
         if not ok:
-            raise PolicyContractError(f"policy.json: {prefix}{key} must be {kind.__name__}, got {value[key]!r}")
+            raise PolicyContractError(f"policy.json: {prefix}{key} must be {kind.__name__}, got {_shown(value[key])}")
 
 
-def _number_list(values: list, size: int, name: str) -> np.ndarray:
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: an error message never carries the whole file."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _number_list(values: list, size: int, name: str, above: float | None = None) -> np.ndarray:
+    """``values`` as ``size`` finite numbers (a bool is not one), each > ``above`` if given."""
     try:
+        if any(isinstance(v, bool) for v in values):
+            raise TypeError(name)
         out = np.asarray(values, np.float64)
-    except (TypeError, ValueError):
-        raise PolicyContractError(f"policy.json: {name} must be a list of numbers, got {values!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise PolicyContractError(f"policy.json: {name} must be a list of numbers, got {_shown(values)}") from None
     if out.shape != (size,) or not np.all(np.isfinite(out)):
-        raise PolicyContractError(f"policy.json: {name} must hold {size} finite numbers, got {values!r}")
+        raise PolicyContractError(f"policy.json: {name} must hold {size} finite numbers, got {_shown(values)}")
+    if above is not None and not np.all(out > above):
+        raise PolicyContractError(f"policy.json: {name} must hold numbers > {above:g}, got {_shown(values)}")
     return out
 
 
@@ -281,14 +292,16 @@ class Player:
         if not contract_file.is_file():
             raise PolicyContractError(f"{self.export_dir} holds no policy.json (not a smoothloco export)")
         try:
-            self.contract = json.loads(contract_file.read_text())
+            self.contract = json.loads(contract_file.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:  # its own message quotes the whole file
+            raise PolicyContractError(f"{contract_file} is not UTF-8 text (byte {exc.start})") from None
         except json.JSONDecodeError as exc:
-            raise PolicyContractError(f"{contract_file} is not valid JSON: {exc}") from exc
+            raise PolicyContractError(f"{contract_file} is not valid JSON: {exc}") from None
         _check_fields(self.contract, CONTRACT_SCHEMA, "")
         c = self.contract
         if c["format"] != CONTRACT_FORMAT or c["version"] != CONTRACT_VERSION:
             raise PolicyContractError(
-                f"policy.json is {c['format']!r} version {c['version']}; "
+                f"policy.json is {_shown(c['format'])} version {c['version']}; "
                 f"this player reads {CONTRACT_FORMAT!r} version {CONTRACT_VERSION}"
             )
         self._load_robot(c["robot"], c["joints"], c["termination"])
@@ -296,7 +309,13 @@ class Player:
         self._load_timing(c["timing"])
         self._load_observation(c["observation"], c["action"])
         self._load_gait(c["gait"])
-        self._load_policy(c["policy"], c["source"].get("onnx_sha256"))
+        sha256 = c["source"].get("onnx_sha256")
+        if not (isinstance(sha256, str) and len(sha256) == 64 and all(ch in "0123456789abcdef" for ch in sha256)):
+            raise PolicyContractError(
+                f"policy.json: source.onnx_sha256 must be the sha256 of the policy file (64 hex digits), got "
+                f"{_shown(sha256)}; export the run again"
+            )
+        self._load_policy(c["policy"], sha256)
 
     # -- validation ---------------------------------------------------------------------------
     def _load_robot(self, robot: dict, joints: dict, termination: dict) -> None:
@@ -317,9 +336,13 @@ class Player:
         names = joints["names"]
         n = len(names)
         self.default_pose = _number_list(joints["default_pose"], n, "joints.default_pose")
-        self.kp = _number_list(joints["kp"], n, "joints.kp")
+        # A PD loop with kp <= 0 or a torque limit <= 0 drives the joints away from their targets
+        # (MuJoCo then diverges); kd may be 0.
+        self.kp = _number_list(joints["kp"], n, "joints.kp", above=0.0)
         self.kd = _number_list(joints["kd"], n, "joints.kd")
-        self.torque_limit = _number_list(joints["torque_limit"], n, "joints.torque_limit")
+        if not np.all(self.kd >= 0):
+            raise PolicyContractError(f"policy.json: joints.kd must hold numbers >= 0, got {_shown(joints['kd'])}")
+        self.torque_limit = _number_list(joints["torque_limit"], n, "joints.torque_limit", above=0.0)
         hinges = {model.joint(i).name for i in range(model.njnt) if model.jnt_type[i] == mujoco.mjtJoint.mjJNT_HINGE}
         unknown = [j for j in names if j not in hinges]
         if unknown or n == 0:
@@ -354,7 +377,7 @@ class Player:
         obj = mujoco.mjtObj.mjOBJ_BODY if kind == "body" else mujoco.mjtObj.mjOBJ_GEOM
         index = mujoco.mj_name2id(model, obj, name)
         if index < 0:
-            raise PolicyContractError(f"{field}: no {kind} named {name!r} in the robot model")
+            raise PolicyContractError(f"{field}: no {kind} named {_shown(name)} in the robot model")
         return index
 
     def _load_motors(self, motors: dict) -> None:
@@ -362,7 +385,7 @@ class Player:
         self.saturation_torque = self.velocity_limit = None
         if motors["velocity_limit"] or motors["saturation_torque"]:
             n = len(self.kp)
-            self.saturation_torque = _number_list(motors["saturation_torque"], n, "motors.saturation_torque")
+            self.saturation_torque = _number_list(motors["saturation_torque"], n, "motors.saturation_torque", above=0.0)
             self.velocity_limit = _number_list(motors["velocity_limit"], n, "motors.velocity_limit")
             if not np.all(self.velocity_limit > 0):
                 raise PolicyContractError(f"policy.json: motors.velocity_limit must be > 0 rad/s, got {motors['velocity_limit']}")
@@ -388,7 +411,7 @@ class Player:
             name = term["name"]
             if name not in OBSERVATION_TERMS:
                 raise PolicyContractError(
-                    f"policy.json: unknown observation term {name!r}; "
+                    f"policy.json: unknown observation term {_shown(name)}; "
                     f"this player builds: {', '.join(OBSERVATION_TERMS)}"
                 )
             spec = OBSERVATION_TERMS[name]
@@ -426,6 +449,8 @@ class Player:
             raise PolicyContractError(
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
             )
+        if not action["scale"] > 0:  # a negative scale turns every action around
+            raise PolicyContractError(f"policy.json: action.scale must be > 0 rad per unit action, got {action['scale']}")
         self.action_scale = float(action["scale"])
 
     def _load_gait(self, gait: dict) -> None:
@@ -442,12 +467,12 @@ class Player:
         self.standing_command = float(gait["standing_command"])
         self.recovery_speed = float(gait["recovery_speed"])
 
-    def _load_policy(self, policy: dict, sha256: str | None) -> None:
+    def _load_policy(self, policy: dict, sha256: str) -> None:
         onnx_file = self.export_dir / policy["file"]
         if not onnx_file.is_file():
             raise PolicyContractError(f"policy network {onnx_file} is missing")
-        # Exports before the checksum have none; a garbled network could otherwise still load.
-        if sha256 is not None and hashlib.sha256(onnx_file.read_bytes()).hexdigest() != sha256:
+        # Required: a garbled network could otherwise still load and run.
+        if hashlib.sha256(onnx_file.read_bytes()).hexdigest() != sha256:
             raise PolicyContractError(
                 f"{onnx_file} does not match policy.json source.onnx_sha256 (corrupted or replaced); export the run again"
             )

@@ -26,24 +26,29 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 from pathlib import Path
+from xml.etree import ElementTree
 
 from smoothloco.robot.anymal import anymal_c
 from smoothloco.robot.spec import RobotSpec, RobotSpecError, make_spec
+from smoothloco.validation import read_text, shown
 
 ASSETS = Path(__file__).parent / "assets"
 BUNDLED_ROBOTS = {"anymal_c": anymal_c, "go2": lambda: load_spec_file(ASSETS / "go2.toml")}
 DEFAULT_ROBOT = "anymal_c"
+NAMES, NUMBERS, NUMBER_OR_NUMBERS = "names", "numbers", "number or numbers"
+# What each key of a spec file takes: a list of names, a list of numbers, one number or a list
+# of numbers (one per joint), a text or a table. A bool is not a number here.
 SPEC_KEYS = {
     "mjcf": str,
-    "joints": list,
-    "feet": list,
-    "knees": list,
-    "default_pose": list,
-    "kp": (int, float, list),
-    "kd": (int, float, list),
-    "torque_limit": (int, float, list),
-    "saturation_torque": (int, float, list),
-    "velocity_limit": (int, float, list),
+    "joints": NAMES,
+    "feet": NAMES,
+    "knees": NAMES,
+    "default_pose": NUMBERS,
+    "kp": NUMBER_OR_NUMBERS,
+    "kd": NUMBER_OR_NUMBERS,
+    "torque_limit": NUMBER_OR_NUMBERS,
+    "saturation_torque": NUMBER_OR_NUMBERS,
+    "velocity_limit": NUMBER_OR_NUMBERS,
     "task": dict,
 }
 OPTIONAL_KEYS = {"task", "saturation_torque", "velocity_limit"}
@@ -79,16 +84,19 @@ def load_robot(name_or_path: str = DEFAULT_ROBOT) -> RobotSpec:
 def load_spec_file(path: Path) -> RobotSpec:
     """The robot described by the TOML file at ``path``; errors name the file."""
     try:
-        table = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise RobotSpecError(f"{path}: cannot read the robot spec: {exc}") from exc
+        table = tomllib.loads(read_text(path, "robot spec"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RobotSpecError(f"{path}: cannot read the robot spec: {exc}") from None
+    except ValueError as exc:  # unreadable or not UTF-8: the message names the file
+        raise RobotSpecError(str(exc)) from None
     try:
         _check_keys(table)
         mjcf = path.parent / table["mjcf"]
         try:
-            xml = mjcf.read_text()
-        except OSError as exc:
-            raise RobotSpecError(f"mjcf: cannot read {mjcf}: {exc.strerror or exc}") from exc
+            xml = read_text(mjcf, "MJCF model")
+        except ValueError as exc:
+            raise RobotSpecError(f"mjcf: {exc}") from None
+        _check_self_contained(xml, mjcf)
         return make_spec(
             xml,
             joint_names=table["joints"],
@@ -110,16 +118,51 @@ def load_spec_file(path: Path) -> RobotSpec:
 def _check_keys(table: dict) -> None:
     unknown = sorted(set(table) - set(SPEC_KEYS))
     if unknown:
-        raise RobotSpecError(f"unknown keys {unknown}; accepted: {', '.join(SPEC_KEYS)}")
+        raise RobotSpecError(f"unknown keys {shown(unknown)}; accepted: {', '.join(SPEC_KEYS)}")
     missing = [k for k in SPEC_KEYS if k not in table and k not in OPTIONAL_KEYS]
     if missing:
         raise RobotSpecError(f"missing keys {missing}")
     for key, kind in SPEC_KEYS.items():
-        if key in table and not isinstance(table[key], kind):
-            raise RobotSpecError(f"{key}: expected {_kind_name(kind)}, got {table[key]!r}")
+        if key in table and not _fits(table[key], kind):
+            raise RobotSpecError(f"{key}: expected {_kind_name(kind)}, got {shown(table[key])}")
 
 
-def _kind_name(kind) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {str: "a string", list: "a list", dict: "a table", int: "a number", float: "a number"}
-    return " or ".join(dict.fromkeys(names[k] for k in kinds))
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fits(value: object, kind: object) -> bool:
+    if kind == NAMES:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == NUMBERS:
+        return isinstance(value, list) and all(_is_number(v) for v in value)
+    if kind == NUMBER_OR_NUMBERS:
+        return _is_number(value) or _fits(value, NUMBERS)
+    return isinstance(value, kind)  # type: ignore[arg-type]
+
+
+def _kind_name(kind: object) -> str:
+    names = {
+        str: "a text",
+        dict: "a table",
+        NAMES: "a list of names (texts)",
+        NUMBERS: "a list of numbers",
+        NUMBER_OR_NUMBERS: "a number or a list of numbers (one per joint)",
+    }
+    return names[kind]  # type: ignore[index]
+
+
+def _check_self_contained(xml: str, mjcf: Path) -> None:
+    """Refuse an MJCF that includes other files: MuJoCo would resolve them from the working
+    directory, not the model's, and ``robot.model_hash`` (the provenance of an export) covers
+    the model's own bytes only."""
+    try:
+        root = ElementTree.fromstring(xml)
+    except ElementTree.ParseError:
+        return  # not XML: MuJoCo's own message says where
+    included = [element.get("file", "") for element in root.iter("include")]
+    if included:
+        raise RobotSpecError(
+            f"mjcf: {mjcf.name} includes {shown(included[0])}; the model must be one self-contained file "
+            "(paste the included elements in)"
+        )

@@ -19,6 +19,8 @@ from types import MappingProxyType
 import mujoco
 import numpy as np
 
+from smoothloco.validation import shown
+
 FREE_BODY = 1  # the floating base: body 1, right below the world
 JOINTS_PER_LEG = 3  # abduction, hip flexion, knee: in this order, from the base to the foot
 N_LEGS = 4
@@ -225,12 +227,16 @@ def _check_feet(model: mujoco.MjModel, joint_names: tuple[str, ...], foot_geoms:
 
 
 def _numbers(key: str, value: float | Sequence[float], n: int, positive: bool = False) -> np.ndarray:
-    array = np.asarray(value, float)
+    kind = "positive numbers" if positive else "numbers"
+    refuse = RobotSpecError(f"{key}: expected one or {n} finite {kind} (one per joint), got {shown(value)}")
+    try:
+        array = np.asarray(value, float)
+    except (TypeError, ValueError, OverflowError):  # texts, nested lists, integers beyond any float
+        raise refuse from None
     if array.ndim == 0:
         array = np.full(n, float(array))
     if array.shape != (n,) or not np.all(np.isfinite(array)) or (positive and not np.all(array > 0)):
-        kind = "positive numbers" if positive else "numbers"
-        raise RobotSpecError(f"{key}: expected one or {n} finite {kind} (one per joint), got {value!r}")
+        raise refuse
     return array
 
 

@@ -23,6 +23,7 @@ import argparse
 import csv
 import json
 import math
+import shutil
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -34,9 +35,9 @@ from smoothloco import plotting
 from smoothloco.argtypes import positive_int
 from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.ppo import PPOConfig
-from smoothloco.train.run_folder import SUMMARY_NAME, RunFolderError
+from smoothloco.train.run_folder import CONFIG_NAME, SUMMARY_NAME, RunFolderError, run_lock
 from smoothloco.train.runner import interrupted, train
-from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig
+from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
 
 THRESHOLD_FRACTION = 0.9
@@ -116,16 +117,58 @@ def run_configs(budget: Budget, seed: int, out: Path, variants: tuple[str, ...] 
 
 
 def default_trainer(config: TrainConfig) -> list[dict]:
-    """Train, or reuse a finished run in the same folder (so an interrupted comparison continues)."""
+    """Train in ``config.run.out``, or take up what an earlier call left there, saying which: a
+    finished run is reused and an interrupted SHAC run continues from its checkpoint, both only
+    when trained with this very configuration; an interrupted PPO run (Brax's loop cannot
+    continue) starts again from scratch. A run of other settings there (a quick comparison's,
+    asked for a full one) is a ``ValueError`` before anything is touched."""
     run_dir = Path(config.run.out)
+    if (run_dir / CONFIG_NAME).is_file():
+        _check_same_settings(run_dir, config)
     if (run_dir / SUMMARY_NAME).is_file():
-        print(f"reusing the finished run in {run_dir}", flush=True)
+        print(f"reusing the finished run in {run_dir} (trained with the same settings)", flush=True)
         with (run_dir / "metrics.csv").open() as f:
             return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
-    history = train(config, resume=(run_dir / CHECKPOINT_NAME).is_file())[2]  # an interrupted run continues
+    resume = (run_dir / CHECKPOINT_NAME).is_file()
+    if resume and config.algo != "shac":
+        print(f"restarting the interrupted {config.algo} run in {run_dir} from scratch (Brax's PPO cannot continue "
+              "from a checkpoint)", flush=True)  # fmt: skip
+        with run_lock(run_dir, create=False):  # never under a training that still runs there
+            (run_dir / CHECKPOINT_NAME).unlink()
+            shutil.rmtree(run_dir / "tensorboard", ignore_errors=True)  # its curves would mix with the new ones
+        resume = False
+    elif resume:
+        print(f"continuing the interrupted run in {run_dir} from its checkpoint", flush=True)
+    history = train(config, resume=resume)[2]
     if interrupted(config, history):
         raise ComparisonInterrupted(f"{run_dir} stopped at iteration {history[-1]['iteration']}")
     return history
+
+
+def _check_same_settings(run_dir: Path, config: TrainConfig) -> None:
+    """A ``ValueError`` naming the first setting in which the run saved in ``run_dir`` differs
+    from ``config`` (the folder's own path aside: a comparison may be moved)."""
+    saved = read_config(run_dir / CONFIG_NAME)
+    differences = _differences(
+        replace(saved, run=replace(saved.run, out=config.run.out)).to_dict(), config.to_dict()
+    )
+    if differences:
+        key, here, asked = differences[0]
+        raise ValueError(
+            f"{run_dir} holds a run with other settings ({key} {here} there, {asked} asked, "
+            f"{len(differences)} setting(s) in all): give this comparison another --out"
+        )
+
+
+def _differences(here: dict, asked: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    out = []
+    for key in dict.fromkeys([*here, *asked]):
+        a, b = here.get(key), asked.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append((f"{prefix}{key}", a, b))
+    return out
 
 
 class ComparisonInterrupted(RuntimeError):
@@ -442,7 +485,8 @@ def run_compare(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ComparisonInterrupted as exc:
-        print(f"interrupted ({exc}); the same command continues it", file=sys.stderr)
+        print(f"interrupted ({exc}); the same command continues it (SHAC from its checkpoint, PPO from scratch)",
+              file=sys.stderr)  # fmt: skip
         return 130
     print((Path(args.out) / "compare.md").read_text())
     return 0

@@ -8,6 +8,7 @@ networks and the checkpoint format, never the training loop (``runner``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -18,14 +19,13 @@ from brax.training.acme import running_statistics, specs
 from brax.training.agents.ppo import networks as ppo_networks
 from flax import serialization
 
-from smoothloco.tasks import CommandConfig, GaitConfig, PushConfig, RandomizationConfig, VelocityTrimConfig
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import Actor, actor_obs, make_policy_factory
 from smoothloco.train.ppo import PPOConfig, network_factory
 from smoothloco.train.run_folder import CONFIG_NAME
 from smoothloco.train.shac import SHACConfig
-from smoothloco.validation import require_finite
+from smoothloco.validation import read_text, require_finite, shown, with_settings
 
 ALGORITHMS = ("shac", "ppo")
 # What a resume may change: how long the run trains and how often it evaluates and checkpoints.
@@ -113,44 +113,48 @@ class TrainConfig:
         }
 
     @classmethod
-    def from_dict(cls, saved: dict) -> "TrainConfig":
-        """Inverse of ``to_dict`` (JSON turns tuples into lists; the configs validate again)."""
-        untuple = lambda d: {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}  # noqa: E731
-        task = untuple(saved["task"])
+    def from_dict(cls, saved: object) -> "TrainConfig":
+        """Inverse of ``to_dict``, each value parsed as its field's type (``with_settings``):
+        a value of the wrong type or an unknown name at any level is a one-line ``ValueError``
+        naming the field; the configs then validate the ranges."""
+        if not isinstance(saved, Mapping):
+            raise ValueError(f"expected a JSON object of settings, got {shown(saved)}")
+        missing = [key for key in ("task", "shac", "run") if key not in saved]
+        if missing:
+            raise ValueError(f"missing section(s) {', '.join(missing)}")
+        for key in ("task", "shac"):
+            if not isinstance(saved[key], Mapping):
+                raise ValueError(f"{key}: expected a table of settings, got {shown(saved[key])}")
+        task = dict(saved["task"])
         # Runs from before the trot generator or the velocity trim have no "gait" or
         # "velocity_trim" section: they ran without one.
-        absent = {"gait": {"frequency": 0.0}, "velocity_trim": {"rate": 0.0}}
-        sections = (
-            ("commands", CommandConfig),
-            ("pushes", PushConfig),
-            ("gait", GaitConfig),
-            ("randomization", RandomizationConfig),
-            ("velocity_trim", VelocityTrimConfig),
-        )
+        task.setdefault("gait", {"frequency": 0.0})
+        task.setdefault("velocity_trim", {"rate": 0.0})
         # Runs from before the hidden standing clock observed it at every command; runs from
         # before the recovery steps stood at a zero command whatever their speed.
-        before = {"gait": {"hide_clock_when_standing": False, "recovery_speed": 0.0}}
-        for key, sub in sections:
-            task[key] = sub(**{**before.get(key, {}), **untuple(saved["task"].get(key, absent.get(key, {})))})
-        return cls(  # runs from before PPO existed have no "algo" and "ppo"
-            algo=saved.get("algo", "shac"),
-            task=VelocityTaskConfig(**task),
-            # Runs from before the sharpness schedule trained at the task's fixed sharpness.
-            shac=SHACConfig(**{"sharpness_schedule": (), **untuple(saved["shac"])}),
-            ppo=PPOConfig(**untuple(saved.get("ppo", {}))),
-            run=RunConfig(**saved["run"]),
-        )
+        if isinstance(task["gait"], Mapping):
+            task["gait"] = {"hide_clock_when_standing": False, "recovery_speed": 0.0, **task["gait"]}
+        # Runs from before the sharpness schedule trained at the task's fixed sharpness.
+        shac = {"sharpness_schedule": (), **saved["shac"]}
+        # Runs from before PPO existed have no "algo" and "ppo". The reward weights are the
+        # run's own: a term it does not list was not part of its reward.
+        return with_settings(cls(), {**saved, "task": task, "shac": shac}, "", merge=False)
 
 
 def read_config(config_file: Path) -> TrainConfig:
-    """The ``TrainConfig`` saved in ``config_file``; ValueError (one line) if it is missing or
-    not a readable run configuration."""
+    """The ``TrainConfig`` saved in ``config_file``; ValueError (one line, naming the file and
+    the field) if it is missing or not a readable run configuration."""
     if not config_file.is_file():
         raise ValueError(f"no {config_file.name} at {config_file.parent} (not a run folder)")
+    text = read_text(config_file, "run configuration")
     try:
-        return TrainConfig.from_dict(json.loads(config_file.read_text()))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # JSONDecodeError is a ValueError
-        raise ValueError(f"{config_file} is not a readable run configuration: {exc!r}") from exc
+        saved = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError: its message holds the line and column only
+        raise ValueError(f"{config_file} is not a readable run configuration: not valid JSON: {exc}") from None
+    try:
+        return TrainConfig.from_dict(saved)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{config_file} is not a readable run configuration: {exc}") from None
 
 
 @dataclass(frozen=True)

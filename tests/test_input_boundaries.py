@@ -1,0 +1,291 @@
+"""Bad input stops at the door: a robot spec, a run configuration, an export and an experiment
+folder are each parsed into checked values before anything is written or computed. A refusal
+is exit status 2 and one short line naming the file and the field; a wrong answer with exit
+status 0 is never an option."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fakes import write_untrained_run
+
+from smoothloco.cli import main
+from smoothloco.deploy.export import ExportError, export_run, exported
+from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.robot.loading import ASSETS, load_robot
+from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.train import cli as train_cli
+from smoothloco.train import compare
+from smoothloco.train.checkpoint import CHECKPOINT_NAME
+from smoothloco.train.run_folder import SUMMARY_NAME
+from smoothloco.train.runs import TrainConfig
+from smoothloco.train.shac import SHACConfig
+
+MAX_LINE = 1000  # characters of a refusal: one line, whatever the input's size
+
+# JAX warns on every fork; the player's children exec at once.
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+
+
+def refused_in_one_line(capsys, code: int) -> str:
+    """The refusal's line, after checking it is exit status 2 and one short line on stderr."""
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1 and len(err) <= MAX_LINE, err[:2000]
+    return err
+
+
+# -- robot spec ----------------------------------------------------------------------------------
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    for name in ("go2.toml", "go2.xml"):
+        shutil.copy(ASSETS / name, tmp_path / name)
+    return tmp_path / "go2.toml"
+
+
+def _edit(path: Path, old: str, new: str) -> Path:
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+    load_robot.cache_clear()
+    return path
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('feet = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]', "feet = [1, 2, 3, 4]", "feet: expected a list of names"),
+        ("kp = 20.0", 'kp = ["a", "b"]', "kp: expected a number or a list of numbers"),
+        ("kp = 20.0", "kp = true", "kp: expected a number or a list of numbers"),
+        ("0.1, 0.8, -1.5,\n", "[0.1, 0.8], -1.5,\n", "default_pose: expected a list of numbers"),
+        ("kd = 0.5", "kd = 1e999", "kd: expected one or 12 finite positive numbers"),
+        ("base_height_target = 0.27", "base_height_target = nan", "base_height_target must be finite"),
+        ("base_height_target = 0.27", 'base_height_target = "tall"', "base_height_target: expected a finite number"),
+        ("min_base_height = 0.15", "min_base_height = true", "min_base_height: expected a finite number"),
+        ("min_base_height = 0.15", "min_base_hight = 0.15", "unknown setting 'min_base_hight'"),
+        ("max_speed = 1.0", 'max_speed = "fast"', "pushes.max_speed: expected a finite number"),
+        ("friction = [0.3, 1.25]", "friction = [0.3]", "randomization.friction: expected a list of 2 numbers"),
+    ],
+)
+def test_the_robot_check_refuses_what_train_refuses(spec: Path, capsys, old, new, message):
+    """`smoothloco robot SPEC` reads the spec's [task] table as `train` does; neither says
+    "ready to train" nor writes a config.json for a spec the other refuses."""
+    _edit(spec, old, new)
+    err = refused_in_one_line(capsys, main(["robot", str(spec)]))
+    assert message in err and str(spec) in err
+    out = spec.parent / "run"
+    refused_in_one_line(capsys, main(["train", "--robot", str(spec), "--out", str(out)]))
+    assert not out.exists()
+
+
+def test_a_spec_that_is_not_utf8_is_one_short_line(spec: Path, capsys):
+    spec.write_bytes(b"\xff\xfe" + b"\x80" * 5_000_000)
+    err = refused_in_one_line(capsys, main(["robot", str(spec)]))
+    assert "not UTF-8" in err and str(spec) in err
+
+
+def test_an_mjcf_that_includes_files_is_refused(spec: Path, capsys):
+    """MuJoCo would resolve an include from the working directory, and the model hash of an
+    export would not cover it."""
+    (spec.parent / "extra.xml").write_text("<mujoco/>")
+    _edit(spec.with_suffix(".xml"), "<worldbody>", '<include file="extra.xml"/><worldbody>')
+    err = refused_in_one_line(capsys, main(["robot", str(spec)]))
+    assert "includes 'extra.xml'" in err and "self-contained" in err
+
+
+# -- run configuration ---------------------------------------------------------------------------
+@pytest.fixture
+def no_training(monkeypatch):
+    """``train`` replaced by a recorder: a refusal must come before it."""
+    calls = []
+    monkeypatch.setattr(train_cli, "train", lambda config, resume: calls.append(config) or (None, None, []))
+    return calls
+
+
+def _saved(tmp_path: Path, change) -> Path:
+    saved = TrainConfig().to_dict()
+    change(saved)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(saved))
+    return path
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["shac"].update(iterations=5.7), "shac.iterations: expected a whole number, got 5.7"),
+        (lambda c: c["shac"].update(iterations=True), "shac.iterations: expected a whole number, got True"),
+        (lambda c: c["task"]["reward_weights"].update(alive="x"), "task.reward_weights.alive: expected a finite number"),
+        (lambda c: c["task"].update(privileged_critic=1), "task.privileged_critic: expected true or false"),
+        (lambda c: c.update(comment="tuned"), "top level: unknown setting 'comment'"),
+        (lambda c: c["task"]["gait"].update(colour="red"), "task.gait: unknown setting 'colour'"),
+        (lambda c: c["task"].update(commands=[1, 2]), "task.commands: expected a table of settings"),
+        (lambda c: c["shac"].update(actor_hidden=[64, "x"]), "shac.actor_hidden[1]: expected a whole number"),
+        (lambda c: c["run"].update(eval_seconds=10**400), "run.eval_seconds: expected a finite number"),
+    ],
+)
+def test_a_bad_config_file_is_refused_before_anything_is_written(tmp_path: Path, capsys, no_training, change, message):
+    out = tmp_path / "new"
+    err = refused_in_one_line(capsys, main(["train", "--config", str(_saved(tmp_path, change)), "--out", str(out)]))
+    assert message in err and "config.json" in err
+    assert not no_training and not out.exists()
+
+
+def test_a_config_that_is_not_utf8_is_one_short_line(tmp_path: Path, capsys, no_training):
+    path = tmp_path / "config.json"
+    path.write_bytes(b"{" + b"\xff" * 5_000_000 + b"}")
+    err = refused_in_one_line(capsys, main(["train", "--config", str(path), "--out", str(tmp_path / "new")]))
+    assert "not UTF-8" in err and not no_training
+
+
+def test_a_valid_config_file_still_trains(tmp_path: Path, capsys, no_training):
+    assert main(["train", "--config", str(_saved(tmp_path, lambda c: None)), "--out", str(tmp_path / "new")]) == 0
+    assert len(no_training) == 1 and no_training[0].shac == TrainConfig().shac
+
+
+# -- exported contract ---------------------------------------------------------------------------
+def _untrained_run(folder: Path, seed: int) -> Path:
+    shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(16, 16))
+    write_untrained_run(folder, shac, seed=seed, task=VelocityTaskConfig(velocity_error_window=0.0))
+    export_run(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> tuple[Path, Path]:
+    """Two runs of the same robot and settings, different policies, each exported."""
+    root = tmp_path_factory.mktemp("two-runs")
+    return _untrained_run(root / "a", seed=0), _untrained_run(root / "b", seed=1)
+
+
+def test_eval_refuses_an_export_of_another_run(two_runs, tmp_path: Path, capsys):
+    """An export copied from another run of the same robot would be scored in this run's
+    name; it is refused, and an export of the run itself is used."""
+    a, b = two_runs
+    run = tmp_path / "a"
+    shutil.copytree(a, run)
+    shutil.rmtree(run / "export")
+    shutil.copytree(b / "export", run / "export")
+    with pytest.raises(ExportError, match="records another checkpoint"):
+        exported(run)
+    err = refused_in_one_line(capsys, main(["eval", str(run), "--sim", "mujoco", "--out", str(tmp_path / "report")]))
+    assert "smoothloco export" in err and not (tmp_path / "report").exists()
+    assert exported(a) == a / "export"  # its own export
+
+
+def test_an_export_without_its_checkpoint_record_is_written_again(two_runs, tmp_path: Path):
+    run = tmp_path / "run"
+    shutil.copytree(two_runs[0], run)
+    contract = json.loads((run / "export" / "policy.json").read_text())
+    del contract["source"]["checkpoint_sha256"]
+    (run / "export" / "policy.json").write_text(json.dumps(contract))
+    exported(run)
+    assert "checkpoint_sha256" in json.loads((run / "export" / "policy.json").read_text())["source"]
+
+
+def _contract_edit(two_runs, tmp_path: Path, change) -> Path:
+    folder = tmp_path / "export"
+    shutil.copytree(two_runs[0] / "export", folder)
+    contract = json.loads((folder / "policy.json").read_text())
+    change(contract)
+    (folder / "policy.json").write_text(json.dumps(contract))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["source"].pop("onnx_sha256"), "source.onnx_sha256 must be the sha256"),
+        (lambda c: c["source"].update(onnx_sha256=None), "source.onnx_sha256 must be the sha256"),
+        (lambda c: c["joints"].update(kp=[0.0] * 12), "joints.kp must hold numbers > 0"),
+        (lambda c: c["joints"].update(kp=[-80.0] * 12), "joints.kp must hold numbers > 0"),
+        (lambda c: c["joints"].update(kd=[-2.0] * 12), "joints.kd must hold numbers >= 0"),
+        (lambda c: c["joints"].update(torque_limit=[-80.0] * 12), "joints.torque_limit must hold numbers > 0"),
+        (lambda c: c["joints"].update(kp=[True] * 12), "joints.kp must be a list of numbers"),
+        (lambda c: c["action"].update(scale=-0.5), "action.scale must be > 0"),
+        (lambda c: c["action"].update(scale=0), "action.scale must be > 0"),
+        (lambda c: c["robot"].pop("model_hash"), "missing field robot.model_hash"),
+    ],
+)
+def test_the_player_refuses_a_contract_it_cannot_honour(two_runs, tmp_path: Path, change, message):
+    folder = _contract_edit(two_runs, tmp_path, change)
+    with pytest.raises(PolicyContractError, match=message) as refused:
+        Player(folder)
+    assert "\n" not in str(refused.value) and len(str(refused.value)) <= MAX_LINE
+
+
+def test_the_player_refuses_flipped_bytes_even_without_a_recorded_checksum(two_runs, tmp_path: Path):
+    """Deleting the checksum does not turn the check off: the contract is then refused."""
+    folder = _contract_edit(two_runs, tmp_path, lambda c: c["source"].pop("onnx_sha256"))
+    onnx = bytearray((folder / "policy.onnx").read_bytes())
+    onnx[-10] ^= 0xFF
+    (folder / "policy.onnx").write_bytes(bytes(onnx))
+    with pytest.raises(PolicyContractError, match="onnx_sha256"):
+        Player(folder)
+
+
+# -- experiment folders --------------------------------------------------------------------------
+QUICK, FULL = compare.BUDGETS["quick"], compare.BUDGETS["full"]
+
+
+def _finished(config: TrainConfig) -> Path:
+    run_dir = Path(config.run.out)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    (run_dir / "metrics.csv").write_text("iteration,env_steps\n1,64\n")
+    (run_dir / SUMMARY_NAME).write_text("{}")
+    return run_dir
+
+
+def test_compare_reuses_a_finished_run_only_with_the_asked_settings(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setattr(compare, "train", lambda *a, **k: pytest.fail("nothing should train"))
+    _finished(compare.run_configs(QUICK, 0, tmp_path)["shac"])
+    assert compare.default_trainer(compare.run_configs(QUICK, 0, tmp_path)["shac"]) == [
+        {"iteration": 1.0, "env_steps": 64.0}
+    ]
+    assert "reusing the finished run" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="holds a run with other settings"):
+        compare.default_trainer(compare.run_configs(FULL, 0, tmp_path)["shac"])
+    err = refused_in_one_line(capsys, main(["compare", "--out", str(tmp_path), "--budget", "full"]))
+    assert "shac.num_envs 64 there, 256 asked" in err and "another --out" in err
+
+
+@pytest.mark.parametrize("algo, resumed, said", [
+    ("shac", True, "continuing the interrupted run"), ("ppo", False, "restarting the interrupted ppo run"),
+])  # fmt: skip
+def test_compare_takes_up_an_interrupted_run_and_says_how(tmp_path: Path, capsys, monkeypatch, algo, resumed, said):
+    """SHAC continues from its checkpoint; Brax's PPO cannot, so it starts again from scratch."""
+    config = compare.run_configs(QUICK, 0, tmp_path)[algo]
+    run_dir = Path(config.run.out)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+    (run_dir / CHECKPOINT_NAME).write_bytes(b"checkpoint")
+    (run_dir / "tensorboard").mkdir()
+    calls = []
+
+    def fake_train(c, resume):
+        calls.append(resume)
+        assert (run_dir / CHECKPOINT_NAME).exists() == resume  # a restart starts from nothing
+        return None, None, [{"iteration": c.iterations}]
+
+    monkeypatch.setattr(compare, "train", fake_train)
+    compare.default_trainer(config)
+    assert calls == [resumed] and said in capsys.readouterr().out
+    assert (run_dir / "tensorboard").exists() == resumed
+
+
+def test_compare_refuses_a_changed_run_before_touching_it(tmp_path: Path, monkeypatch):
+    config = compare.run_configs(QUICK, 0, tmp_path)["ppo"]
+    other = replace(config, ppo=replace(config.ppo, learning_rate=1e-2))
+    run_dir = Path(config.run.out)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(other.to_dict()))
+    (run_dir / CHECKPOINT_NAME).write_bytes(b"checkpoint")
+    monkeypatch.setattr(compare, "train", lambda *a, **k: pytest.fail("nothing should train"))
+    with pytest.raises(ValueError, match="ppo.learning_rate 0.01 there"):
+        compare.default_trainer(config)
+    assert (run_dir / CHECKPOINT_NAME).read_bytes() == b"checkpoint"
