@@ -188,7 +188,7 @@ def compare(
         for name, config in run_configs(budget, seed, out, variants).items():
             history = trainer(config)
             evaluations.setdefault(name, []).append([row for row in history if "eval/episode_return" in row])
-    curves = {name: _curves(runs) for name, runs in evaluations.items()}
+    curves = {name: seed_curves(runs) for name, runs in evaluations.items()}
     configs = run_configs(budget, 0, out, variants)
     summaries = {
         v: _summarize({"shac": curves["shac"], "ppo": curves[run_name(v)]}, budget, seeds, _ppo_settings(configs[run_name(v)]))
@@ -220,7 +220,7 @@ def _with_variants(summaries: dict[str, dict]) -> dict:
     return {**summaries[best], "ppo_variant": best, "ppo_variants": table}
 
 
-def _curves(runs: list[list[dict]]) -> dict[str, list[float]]:
+def seed_curves(runs: list[list[dict]]) -> dict[str, list[float]]:
     """Seed mean and spread at each evaluation; every seed has the same schedule."""
     length = min(len(r) for r in runs)
     if length == 0:
@@ -242,7 +242,7 @@ def _curves(runs: list[list[dict]]) -> dict[str, list[float]]:
     return curves
 
 
-def _first_walking(curves: dict) -> dict:
+def first_walking(curves: dict) -> dict:
     """Per seed, the environment steps and training wall-clock of its first walking evaluation;
     their mean and range when every seed walks."""
     firsts = [next((i for i, w in enumerate(seed) if w), None) for seed in curves["walking_per_seed"]]
@@ -304,7 +304,7 @@ def _summarize(curves: dict[str, dict], budget: Budget, seeds: int, ppo_config: 
             "final": {m: c[f"{m}_mean"][-1] for m in METRICS},
             "best_return": max(c["episode_return_mean"]),
         }
-        walking[algo] = {**_first_walking(c), "total_env_steps": steps[-1]}
+        walking[algo] = {**first_walking(c), "total_env_steps": steps[-1]}
         by_return[algo] = {**_first_reach(c, value), "total_env_steps": steps[-1]}
     thresholds = {
         "walking": {
