@@ -34,6 +34,8 @@ from smoothloco.evaluate.scenarios import standard_scenarios
 from smoothloco.evaluate.transfer import evaluate_run, write_report
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.checkpoint import CHECKPOINT_NAME, CheckpointError
+from smoothloco.train.compare import ComparisonInterrupted
+from smoothloco.train.frontier import run_frontier_command
 from smoothloco.train.runner import interrupted, train
 from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
@@ -459,10 +461,21 @@ def add_parser(sub) -> None:
     )
     parser.add_argument(
         "topic",
-        choices=["contact", "gradients"],
+        choices=["contact", "gradients", "frontier"],
         help="which study (contact: the contact-model study; gradients: gradient quality through each contact model "
-        "at the initial actor and at --run's trained one)",
+        "at the initial actor and at --run's trained one; frontier: SHAC's environment steps and wall-clock to "
+        "walking across the settings given with --vary)",
     )
+    parser.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="SETTING=V,V",
+        help="frontier: a setting and its values, e.g. shac.num_envs=32,64,128 (a list-valued setting separates its "
+        "values with ';'); several --vary are crossed; none: the defaults alone. Again on the same --out, the "
+        "sweep grows and finished runs are reused",
+    )
+    parser.add_argument("--note", default="", help="frontier: a line recorded with the results (how the runs were timed)")
     parser.add_argument("--run", metavar="RUN", help="gradients: the SHAC run whose trained actor is measured")
     parser.add_argument(
         "--batches", type=positive_int, default=8, help="gradients: independent batches behind each interval (default 8)"
@@ -470,9 +483,10 @@ def add_parser(sub) -> None:
     parser.add_argument("--out", metavar="DIR", required=True, help="study folder (must not hold a study yet)")
     parser.add_argument(
         "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: the default SHAC run "
-        "for hard, soft at 2e3/5e3/2e4 N/m and smooth, 10 runs of 10-20 min each on 2 CPU cores (about 2.5 h)"
+        "for hard, soft at 2e3/5e3/2e4 N/m and smooth, 10 runs of 10-20 min each on 2 CPU cores (about 2.5 h). "
+        "frontier: quick 16k steps a run (a smoke test); full 1.05M steps a run, an evaluation every 65k"
     )
-    parser.add_argument("--seeds", type=positive_int, help="seeds per contact model (default 2)")
+    parser.add_argument("--seeds", type=positive_int, help="seeds per contact model or frontier point (default 2; frontier quick 1)")
     parser.add_argument(
         "--soft-stiffness",
         type=stiffness_list,
@@ -505,6 +519,15 @@ def stiffness_list(text: str) -> tuple[float, ...]:
 
 def run_study(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    if args.topic == "frontier":
+        try:
+            return run_frontier_command(out, args.vary, args.budget, args.seeds, args.note)
+        except (CheckpointError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except ComparisonInterrupted as exc:
+            print(f"interrupted ({exc}); run the same command again to continue", file=sys.stderr)
+            return 130
     if args.topic == "gradients":
         if not args.run:
             print("error: study gradients needs --run RUN (a trained SHAC run)", file=sys.stderr)
