@@ -24,6 +24,7 @@ from smoothloco.sim import check
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train import cli as train_cli
 from smoothloco.train import compare
+from smoothloco.validation import one_line
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -64,7 +65,7 @@ def _robot(args: argparse.Namespace) -> int:
         robot = load_robot(args.robot)
         VelocityTaskConfig.for_robot(args.robot)  # its [task] table, as `train` reads it
     except ValueError as exc:  # RobotSpecError included
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     report = check.check_robot(robot)
     print(f"{report['robot']}: {report['mass_kg']:.2f} kg, feet {report['feet']} (radius {report['foot_radius_m']} m)")

@@ -11,13 +11,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-SHOWN_CHARACTERS = 60  # of a refused value in a message: a message never carries megabytes of input
+# Counts, sizes and seeds of a run: JAX holds them as 32-bit integers.
+LARGEST_INT = 2**31 - 1
+SHOWN_CHARACTERS = 60
+MAX_MESSAGE = 800  # characters of a refusal, the accepted names included  # of a refused value in a message: a message never carries megabytes of input
 
 
 def shown(value: object) -> str:
     """``repr(value)`` cut to ``SHOWN_CHARACTERS`` (one line: repr escapes newlines)."""
     text = repr(value)
     return text if len(text) <= SHOWN_CHARACTERS else f"{text[: SHOWN_CHARACTERS - 3]}..."
+
+
+def _name(key: str) -> str:
+    """A key as a message shows it: as written when short and printable, else quoted and cut."""
+    return key if key.isprintable() and len(key) <= SHOWN_CHARACTERS else shown(key)
+
+
+def one_line(message: object, limit: int = MAX_MESSAGE) -> str:
+    """``message`` on one line of at most ``limit`` characters: what a command prints when it
+    refuses its input, whatever that input held."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def read_text(path: Path, what: str) -> str:
@@ -65,6 +80,8 @@ def parse_value(kind: Any, value: object, where: str) -> Any:
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise refuse
+        if not -LARGEST_INT <= value <= LARGEST_INT:
+            raise ValueError(f"{where}: expected a whole number within ±{LARGEST_INT}, got {shown(value)}")
         return value
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -87,12 +104,12 @@ def parse_value(kind: Any, value: object, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
             raise refuse
-        return {k: parse_value(args[1], v, f"{where}.{k}") for k, v in value.items()}
+        return {k: parse_value(args[1], v, f"{where}.{_name(k)}") for k, v in value.items()}
     raise TypeError(f"{where}: no file form for {kind!r}")
 
 
 def _non_finite(value: object) -> bool:
-    if isinstance(value, bool):
+    if isinstance(value, (bool, int)):  # a whole number is finite (and may not fit a float)
         return False
     if isinstance(value, numbers.Real):
         return not math.isfinite(value)

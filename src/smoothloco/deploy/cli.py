@@ -10,6 +10,7 @@ from smoothloco.deploy.export import ExportError, export_run
 from smoothloco.deploy.play import DEFAULT_COMMANDS, SIMS, play
 from smoothloco.deploy.player import PolicyContractError
 from smoothloco.train.checkpoint import CheckpointError
+from smoothloco.validation import one_line
 
 # An hour of 50 Hz samples (~180k) is a few hundred MB of trajectory and video frames.
 MAX_PLAY_SECONDS = 3600.0
@@ -88,7 +89,7 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         out = export_run(args.run, args.out)
     except (CheckpointError, ExportError, PolicyContractError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     print(f"wrote {out}/policy.onnx, policy.json, robot.xml")
     return 0
@@ -98,7 +99,7 @@ def run_play(args: argparse.Namespace) -> int:
     try:
         result = play(args.run, args.sim, args.commands, args.push, args.seconds, args.out)
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     print(f"wrote {result.trajectory}" + (f" and {result.video}" if result.video else ""))
     return 0

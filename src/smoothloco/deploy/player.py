@@ -101,14 +101,14 @@ CONTRACT_SCHEMA: Schema = {
         "standing_command": float,
         "recovery_speed": float,
     },
-    "joints": {"names": list, "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
+    "joints": {"names": list[str], "default_pose": list, "kp": list, "kd": list, "torque_limit": list},
     # The motors' DC torque-speed envelope where the robot states one (empty lists where not):
     # driving torque falls linearly from saturation_torque at rest to 0 at velocity_limit (rad/s),
     # within torque_limit. A policy trained with it runs with it; others get it as an imperfection.
     "motors": {"saturation_torque": list, "velocity_limit": list, "trained_with_envelope": bool},
     "timing": {"control_dt": float, "sim_dt": float},
-    "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list},
-    "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list, "initial_base_height": float},
+    "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list[str]},
+    "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list[str], "initial_base_height": float},
     "policy": {"file": str, "input": str, "output": str},
     # where the policy came from (run, checkpoint, ...): informational, except onnx_sha256, which
     # is required and policy.onnx must match
@@ -248,18 +248,31 @@ def _check_fields(value: Any, schema: Schema, where: str) -> None:
         )
     unknown = [k for k in value if k not in schema]
     if unknown:
-        raise PolicyContractError(
-            f"policy.json: unknown field {prefix}{unknown[0]}; expected fields: {', '.join(schema)}"
-        )
+        name = unknown[0] if unknown[0].isprintable() and len(unknown[0]) <= 60 else _shown(unknown[0])
+        raise PolicyContractError(f"policy.json: unknown field {prefix}{name}; expected fields: {', '.join(schema)}")
     for key, kind in schema.items():
         if isinstance(kind, dict):
             _check_fields(value[key], kind, prefix + key)
             continue
+        if kind == list[str]:  # names: of joints, bodies, geoms
+            if not (isinstance(value[key], list) and all(isinstance(v, str) for v in value[key])):
+                raise PolicyContractError(f"policy.json: {prefix}{key} must be a list of names, got {_shown(value[key])}")
+            continue
         ok = isinstance(value[key], kind) and (kind is bool or not isinstance(value[key], bool))
         if kind is float:  # JSON writes 1.0 as 1
-            ok = isinstance(value[key], (int, float)) and not isinstance(value[key], bool) and math.isfinite(value[key])
+            ok = _finite_number(value[key])
         if not ok:
             raise PolicyContractError(f"policy.json: {prefix}{key} must be {kind.__name__}, got {_shown(value[key])}")
+
+
+def _finite_number(value: object) -> bool:
+    """A finite int or float, not a bool (an int beyond any float is not finite either)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _shown(value: object, limit: int = 60) -> str:
@@ -360,9 +373,13 @@ class Player:
             raise PolicyContractError(f"robot.base_body {robot['base_body']!r} must carry the model's free joint")
         if model.jnt_qposadr[model.body_jntadr[self.base_body]] != 0:
             raise PolicyContractError("the base's free joint must come first in qpos")
-        self.foot_geoms = np.array([self._named_id(model, "geom", g, "robot.foot_geoms") for g in robot["foot_geoms"]])
+        if not robot["foot_geoms"]:  # the feet's heights are recorded and the bumps measured under them
+            raise PolicyContractError("policy.json: robot.foot_geoms must name at least one geom")
+        self.foot_geoms = np.array(
+            [self._named_id(model, "geom", g, "robot.foot_geoms") for g in robot["foot_geoms"]], dtype=int
+        )
         self.knee_bodies = np.array(
-            [self._named_id(model, "body", b, "termination.knee_bodies") for b in termination["knee_bodies"]]
+            [self._named_id(model, "body", b, "termination.knee_bodies") for b in termination["knee_bodies"]], dtype=int
         )
         self.termination = {k: float(termination[k]) for k in ("min_base_height", "max_tilt_deg", "min_knee_height")}
         self.initial_base_height = float(robot["initial_base_height"])

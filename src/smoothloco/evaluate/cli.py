@@ -14,6 +14,7 @@ from smoothloco.evaluate.transfer import SIMS, evaluate_run, robot_mass, write_r
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.run_folder import CONFIG_NAME
 from smoothloco.train.runs import read_config
+from smoothloco.validation import one_line
 
 
 def add_parser(sub) -> None:
@@ -52,7 +53,7 @@ def run_eval(args: argparse.Namespace) -> int:
             suite = robustness.conditions(task)
             summary["robustness"] = robustness.evaluate_robustness(player, robot_mass(task.robot), suite)
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path(args.run) / f"eval-{args.sim}"
     files = write_report(out, args.sim, summary, scenarios, trajectories)

@@ -30,7 +30,7 @@ from smoothloco.train.run_folder import CONFIG_NAME, RunAlreadyFinished, RunFold
 from smoothloco.train.runner import check_divides_over_devices, interrupted, train
 from smoothloco.train.runs import ALGORITHMS, RESUME_SETTINGS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
-from smoothloco.validation import with_settings
+from smoothloco.validation import one_line, with_settings
 
 SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig), ("run", RunConfig))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention; a SIGTERM-stopped run also exits with it
@@ -324,7 +324,7 @@ def run_train(args: argparse.Namespace) -> int:
         config = resume_config(Path(args.resume), args) if args.resume else config_from_args(args)
         check_divides_over_devices(config)
     except (ValueError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     try:
         _, _, history = train(config, resume=bool(args.resume))

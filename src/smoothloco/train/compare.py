@@ -39,6 +39,7 @@ from smoothloco.train.run_folder import CONFIG_NAME, SUMMARY_NAME, RunFolderErro
 from smoothloco.train.runner import interrupted, train
 from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
+from smoothloco.validation import one_line
 
 THRESHOLD_FRACTION = 0.9
 METRICS = ("episode_return", "lin_vel_error", "yaw_rate_error", "fall_rate")
@@ -482,7 +483,7 @@ def run_compare(args: argparse.Namespace) -> int:
     try:
         compare(Path(args.out), budget, args.seeds or budget.seeds, variants=args.ppo_variants)
     except (RunFolderError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     except ComparisonInterrupted as exc:
         print(f"interrupted ({exc}); the same command continues it (SHAC from its checkpoint, PPO from scratch)",
