@@ -40,6 +40,9 @@ def test_per_environment_clipping_by_hand():
     clipped, _ = clipped_sum(grads, 0.1)  # at 0.5: scales 0.1, 0.5, 0.005
     np.testing.assert_allclose(clipped["a"], [0.3 + 0.3], rtol=1e-6)
     np.testing.assert_allclose(clipped["b"], [0.4 + 0.4, 0.5], rtol=1e-6)
+    trimmed, _ = clipped_sum(grads, 0.0, trim=1 / 3)  # the outlier left out, the two others x 3/2
+    np.testing.assert_allclose(trimmed["a"], [1.5 * 3.6], rtol=1e-6)
+    np.testing.assert_allclose(trimmed["b"], [1.5 * 4.8, 0.0], rtol=1e-6)
 
 
 def test_non_finite_gradient_never_reaches_parameters():
@@ -74,7 +77,7 @@ def test_non_finite_observations_leave_the_normalizer_unchanged():
         np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
 
 
-@pytest.mark.parametrize("field,value", [("horizon", 0), ("gamma", 1.5), ("actor_lr", 0.0), ("critic_minibatches", 7), ("env_grad_clip", -1.0)])
+@pytest.mark.parametrize("field,value", [("horizon", 0), ("gamma", 1.5), ("actor_lr", 0.0), ("critic_minibatches", 7), ("env_grad_clip", -1.0), ("env_grad_trim", 1.0)])
 def test_bad_shac_config(field, value):
     with pytest.raises(ValueError, match=field if field != "critic_minibatches" else "minibatches"):
         SHACConfig(**{field: value})

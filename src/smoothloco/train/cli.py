@@ -104,6 +104,8 @@ HELP = {
     "shac.lr_decay": "decay both learning rates linearly to 10 %% over the run",
     "shac.max_grad_norm": "clip the global norm of each actor and critic gradient at this value",
     "shac.env_grad_clip": "clip each environment's actor gradient at this multiple of the batch median norm (0 = off)",
+    "shac.env_grad_trim": "leave out this fraction of the environments with the largest actor gradient norms and "
+    "rescale the rest to the batch, a trimmed mean (0 = off)",
     "shac.critic_epochs": "passes over each iteration's data when fitting the critic",
     "shac.critic_minibatches": "minibatches per critic pass; must divide num_envs * horizon",
     "shac.target_critic_alpha": "target critic smoothing: target <- alpha * target + (1 - alpha) * critic",

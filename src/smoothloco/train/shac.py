@@ -5,7 +5,8 @@ One jitted ``update`` does a whole iteration:
      starting from the carried-over environment state with its gradient cut, and
      backpropagate the discounted reward plus the discounted target-critic value at the window
      end (zero on termination, bootstrapped on truncation). Each environment's gradient is
-     clipped relative to the batch median before they are summed (``env_grad_clip``).
+     clipped relative to the batch median before they are summed (``env_grad_clip``; or the
+     largest left out, ``env_grad_trim``).
   2. Critic: fit TD(lambda) targets computed with the target critic, in minibatches.
   3. Polyak-average the target critic; update observation statistics.
 A non-finite gradient never reaches the parameters, nor does an update that would leave
@@ -52,6 +53,10 @@ class SHACConfig:
     # largest 10 % carry 98-99.6 % of the squared norm, and the mean gradients of two halves of a
     # batch have cosine ~0; clipped at the median, 0.65.
     env_grad_clip: float = 1.0
+    # Another robust aggregation, for comparison with the clip: leave out this fraction of the
+    # environments, those with the largest gradient norms, and rescale the rest to the batch
+    # (a trimmed mean; 0 keeps every environment).
+    env_grad_trim: float = 0.0
     critic_epochs: int = 8
     critic_minibatches: int = 4
     target_critic_alpha: float = 0.2  # target <- alpha * target + (1 - alpha) * critic
@@ -77,6 +82,8 @@ class SHACConfig:
                 raise ValueError(f"shac.{name} must be in [0, 1], got {getattr(self, name)}")
         if self.env_grad_clip < 0:
             raise ValueError(f"shac.env_grad_clip must be >= 0 (0 = off), got {self.env_grad_clip}")
+        if not 0.0 <= self.env_grad_trim < 1.0:
+            raise ValueError(f"shac.env_grad_trim must be in [0, 1) (0 = off), got {self.env_grad_trim}")
         for name in ("actor_lr", "critic_lr", "max_grad_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"shac.{name} must be > 0, got {getattr(self, name)}")
@@ -159,7 +166,7 @@ class SHAC:
         (loss, (env_state, traj)), per_env_grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
             per_env_params, ts, env_state, actor_key
         )
-        grads, env_grad_norms = clipped_sum(per_env_grads, c.env_grad_clip)
+        grads, env_grad_norms = clipped_sum(per_env_grads, c.env_grad_clip, c.env_grad_trim)
         actor_params, actor_opt, actor_ok = _guarded_step(self.actor_optimizer, grads, ts.actor_params, ts.actor_opt)
 
         targets = td_lambda_targets(traj["reward"], traj["next_value"], traj["done"], traj["truncation"], c.gamma, c.td_lambda)
@@ -300,14 +307,19 @@ def td_lambda_targets(
     return jnp.concatenate([rest, last[None]], axis=0)
 
 
-def clipped_sum(per_env_grads, clip: float) -> tuple[Any, jax.Array]:
+def clipped_sum(per_env_grads, clip: float, trim: float = 0.0) -> tuple[Any, jax.Array]:
     """Sum over the leading environment axis, each environment's gradient first clipped to
-    ``clip`` times the batch median norm (no clipping when ``clip`` is 0); also the norms."""
+    ``clip`` times the batch median norm (no clipping when ``clip`` is 0); with ``trim`` > 0,
+    the ``trim`` fraction of environments with the largest norms is left out and the rest
+    scaled up to the whole batch (a trimmed mean). Also returns the norms."""
     norms = jax.vmap(optax.global_norm)(per_env_grads)
+    scale = jnp.ones_like(norms)
     if clip > 0:
         scale = jnp.minimum(1.0, clip * jnp.median(norms) / jnp.maximum(norms, 1e-30))
-    else:
-        scale = jnp.ones_like(norms)
+    if trim > 0:
+        kept = int(round((1.0 - trim) * norms.shape[0]))
+        keep = jnp.zeros_like(norms).at[jnp.argsort(norms)[: max(kept, 1)]].set(1.0)
+        scale = scale * keep * norms.shape[0] / max(kept, 1)
     summed = jax.tree.map(lambda g: jnp.tensordot(scale, g, axes=1), per_env_grads)
     return summed, norms
 
