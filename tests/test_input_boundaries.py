@@ -16,6 +16,7 @@ from fakes import write_untrained_run
 from smoothloco.cli import main
 from smoothloco.deploy.export import ExportError, export_run, exported
 from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.evaluate import study
 from smoothloco.robot.loading import ASSETS, load_robot
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train import cli as train_cli
@@ -289,3 +290,16 @@ def test_compare_refuses_a_changed_run_before_touching_it(tmp_path: Path, monkey
     with pytest.raises(ValueError, match="ppo.learning_rate 0.01 there"):
         compare.default_trainer(config)
     assert (run_dir / CHECKPOINT_NAME).read_bytes() == b"checkpoint"
+
+
+def test_a_study_resumed_with_another_budget_is_refused(tmp_path: Path, capsys, monkeypatch):
+    """`study contact --resume --budget full` on a quick study neither reuses its runs nor
+    continues their checkpoints."""
+    monkeypatch.setattr(study, "train", lambda *a, **k: pytest.fail("nothing should train"))
+    quick = study.BUDGETS["quick"]
+    config = study.train_config(quick.arms[0], 0, quick, tmp_path / "runs")
+    _finished(config)
+    with pytest.raises(ValueError, match="holds a run with other settings"):
+        study.run_contact_study(tmp_path, study.BUDGETS["full"], resume=True)
+    err = refused_in_one_line(capsys, main(["study", "contact", "--out", str(tmp_path), "--resume", "--budget", "full"]))
+    assert "another --out" in err

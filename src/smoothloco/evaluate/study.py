@@ -37,8 +37,10 @@ from smoothloco.train.checkpoint import CHECKPOINT_NAME, CheckpointError
 from smoothloco.train.compare import ComparisonInterrupted
 from smoothloco.train.frontier import run_frontier_command
 from smoothloco.train.runner import interrupted, train
-from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, load_run
+from smoothloco.train.run_folder import CONFIG_NAME, RunFolderError
+from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, check_same_settings, load_run
 from smoothloco.train.shac import SHACConfig
+from smoothloco.validation import one_line
 
 EVAL_SIMS = ("hard", "mujoco")  # besides each policy's own simulator
 # The task's penalty spring and damper: damping ratio ~0.2 on a foot's ~0.1 kg effective mass.
@@ -274,6 +276,8 @@ def _saved(path: Path, resume: bool) -> dict | None:
 def _trained(run_dir: Path, config, train_fn: TrainFn, resume: bool) -> tuple[dict[str, float], bool]:
     """Train (or, resuming, reuse or continue) one run: its final return and environment steps,
     and whether a finished training was reused."""
+    if resume and (run_dir / CONFIG_NAME).is_file():  # a run of another budget is neither reused nor continued
+        check_same_settings(run_dir, config)
     summary = _saved(run_dir / "summary.json", resume)
     if summary is None:
         history = train_fn(config, resume=resume and (run_dir / CHECKPOINT_NAME).exists())[2]
@@ -553,6 +557,9 @@ def run_study(args: argparse.Namespace) -> int:
         budget = replace(budget, soft_stiffnesses=args.soft_stiffness)
     try:
         run_contact_study(out, budget, resume=args.resume)
+    except (CheckpointError, RunFolderError, ValueError) as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
     except StudyInterrupted as exc:
         print(f"interrupted ({exc}); continue the study with --resume --out {out}", file=sys.stderr)
         return 130

@@ -37,7 +37,7 @@ from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.ppo import PPOConfig
 from smoothloco.train.run_folder import CONFIG_NAME, SUMMARY_NAME, RunFolderError, run_lock
 from smoothloco.train.runner import interrupted, train
-from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig, read_config
+from smoothloco.train.runs import ALGORITHMS, RunConfig, TrainConfig, check_same_settings
 from smoothloco.train.shac import SHACConfig
 from smoothloco.validation import one_line
 
@@ -125,7 +125,7 @@ def default_trainer(config: TrainConfig) -> list[dict]:
     asked for a full one) is a ``ValueError`` before anything is touched."""
     run_dir = Path(config.run.out)
     if (run_dir / CONFIG_NAME).is_file():
-        _check_same_settings(run_dir, config)
+        check_same_settings(run_dir, config)
     if (run_dir / SUMMARY_NAME).is_file():
         print(f"reusing the finished run in {run_dir} (trained with the same settings)", flush=True)
         with (run_dir / "metrics.csv").open() as f:
@@ -144,32 +144,6 @@ def default_trainer(config: TrainConfig) -> list[dict]:
     if interrupted(config, history):
         raise ComparisonInterrupted(f"{run_dir} stopped at iteration {history[-1]['iteration']}")
     return history
-
-
-def _check_same_settings(run_dir: Path, config: TrainConfig) -> None:
-    """A ``ValueError`` naming the first setting in which the run saved in ``run_dir`` differs
-    from ``config`` (the folder's own path aside: a comparison may be moved)."""
-    saved = read_config(run_dir / CONFIG_NAME)
-    differences = _differences(
-        replace(saved, run=replace(saved.run, out=config.run.out)).to_dict(), config.to_dict()
-    )
-    if differences:
-        key, here, asked = differences[0]
-        raise ValueError(
-            f"{run_dir} holds a run with other settings ({key} {here} there, {asked} asked, "
-            f"{len(differences)} setting(s) in all): give this comparison another --out"
-        )
-
-
-def _differences(here: dict, asked: dict, prefix: str = "") -> list[tuple[str, object, object]]:
-    out = []
-    for key in dict.fromkeys([*here, *asked]):
-        a, b = here.get(key), asked.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _differences(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out.append((f"{prefix}{key}", a, b))
-    return out
 
 
 class ComparisonInterrupted(RuntimeError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -155,6 +155,32 @@ def read_config(config_file: Path) -> TrainConfig:
         return TrainConfig.from_dict(saved)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{config_file} is not a readable run configuration: {exc}") from None
+
+
+def check_same_settings(run_dir: Path, config: TrainConfig) -> None:
+    """Before a run in ``run_dir`` is reused or continued: a one-line ``ValueError`` naming the
+    first setting in which it differs from ``config`` (the folder's own path aside: a run may
+    have been moved), or when its ``config.json`` is not a readable run configuration."""
+    saved = read_config(run_dir / CONFIG_NAME)
+    here = replace(saved, run=replace(saved.run, out=config.run.out)).to_dict()
+    differences = _differences(here, config.to_dict())
+    if differences:
+        key, there, asked = differences[0]
+        raise ValueError(
+            f"{run_dir} holds a run with other settings ({key} {shown(there)} there, {shown(asked)} asked, "
+            f"{len(differences)} setting(s) in all): give this experiment another --out"
+        )
+
+
+def _differences(here: dict, asked: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    out = []
+    for key in dict.fromkeys([*here, *asked]):
+        a, b = here.get(key), asked.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append((f"{prefix}{key}", a, b))
+    return out
 
 
 @dataclass(frozen=True)
