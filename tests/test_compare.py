@@ -139,3 +139,17 @@ def test_an_interrupted_training_stops_the_comparison(tmp_path: Path, monkeypatc
         compare.default_trainer(config)
     with pytest.raises(SystemExit):
         main(["compare", "--out", "x", "--ppo-variants", "legged_gym,fastest"])
+
+
+def test_ppo_can_be_evaluated_on_every_kth_of_shacs_evaluation_steps(tmp_path: Path):
+    budget = compare.Budget(num_envs=None, evals=4, interval_multiple=1, ppo_factor=4, eval_seconds=2.0, seeds=1,
+                            ppo_eval_stride=2)  # fmt: skip
+    configs = compare.run_configs(budget, seed=0, out=tmp_path)
+    shac, ppo = configs["shac"], configs["ppo"]
+    assert shac.shac.num_envs == compare.SHACConfig().num_envs and ppo.ppo.num_envs == compare.PPOConfig().num_envs
+    shac_every, ppo_every = (c.run.eval_every * c.steps_per_iteration for c in (shac, ppo))
+    assert ppo_every == 2 * shac_every
+    assert ppo.iterations * ppo.steps_per_iteration == 4 * shac.iterations * shac.steps_per_iteration
+    with pytest.raises(ValueError, match="multiple of its evaluation stride 3"):
+        compare.Budget(num_envs=None, evals=4, interval_multiple=1, ppo_factor=1, eval_seconds=2.0, seeds=1,
+                       ppo_eval_stride=3)  # fmt: skip

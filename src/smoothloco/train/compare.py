@@ -49,12 +49,22 @@ WALKING = {"lin_vel_error": 0.15, "yaw_rate_error": 0.2, "fall_rate": 0.0}
 
 @dataclass(frozen=True)
 class Budget:
-    num_envs: int
-    evals: int  # SHAC evaluations; PPO gets ppo_factor times as many on the same schedule
+    num_envs: int | None  # both algorithms' environments; None: each algorithm's default
+    evals: int  # SHAC evaluations; PPO runs ppo_factor times SHAC's steps on the same schedule
     interval_multiple: int  # eval interval = this * lcm(SHAC iteration, PPO iteration) env steps
     ppo_factor: int
     eval_seconds: float
     seeds: int
+    # PPO is evaluated at every this-many of SHAC's evaluation steps: its steps to walking are
+    # many times SHAC's, and a fine grain there would cost more evaluation than training.
+    ppo_eval_stride: int = 1
+
+    def __post_init__(self) -> None:
+        if (self.evals * self.ppo_factor) % self.ppo_eval_stride:
+            raise ValueError(
+                f"PPO's {self.evals * self.ppo_factor} evaluation steps (SHAC's {self.evals} x the PPO factor "
+                f"{self.ppo_factor}) must be a multiple of its evaluation stride {self.ppo_eval_stride}"
+            )
 
 
 # quick is bound by compilation (SHAC's update, PPO's epoch and the evaluation, per seed) and
@@ -94,11 +104,13 @@ def run_configs(budget: Budget, seed: int, out: Path, variants: tuple[str, ...] 
     """SHAC and each PPO variant's config, keyed by run name, all evaluated on the same
     environment steps."""
     check_variants(variants)
-    shac = SHACConfig(num_envs=budget.num_envs, seed=seed)
-    ppos = {run_name(v): PPO_VARIANTS[v](PPOConfig(num_envs=budget.num_envs, seed=seed)) for v in variants}
+    envs = {} if budget.num_envs is None else {"num_envs": budget.num_envs}
+    shac = SHACConfig(seed=seed, **envs)
+    ppos = {run_name(v): PPO_VARIANTS[v](PPOConfig(seed=seed, **envs)) for v in variants}
     per_iteration = {"shac": shac.num_envs * shac.horizon, **{name: c.steps_per_iteration for name, c in ppos.items()}}
     interval = math.lcm(*per_iteration.values()) * budget.interval_multiple
-    every = {name: interval // steps for name, steps in per_iteration.items()}
+    stride = {name: 1 if name == "shac" else budget.ppo_eval_stride for name in per_iteration}
+    every = {name: stride[name] * interval // steps for name, steps in per_iteration.items()}
     shac = replace(shac, iterations=every["shac"] * budget.evals)
     configs = {}
     for name in every:
@@ -112,7 +124,7 @@ def run_configs(budget: Budget, seed: int, out: Path, variants: tuple[str, ...] 
         if name == "shac":
             configs[name] = TrainConfig(algo="shac", shac=shac, ppo=next(iter(ppos.values())), run=run)
         else:
-            ppo = replace(ppos[name], iterations=every[name] * budget.evals * budget.ppo_factor)
+            ppo = replace(ppos[name], iterations=every[name] * budget.evals * budget.ppo_factor // stride[name])
             configs[name] = TrainConfig(algo="ppo", shac=shac, ppo=ppo, run=run)
     return configs
 
