@@ -1,6 +1,7 @@
 """Property-based tests of the input boundaries (Hypothesis): a robot spec, a run configuration
-file, an exported contract and an experiment folder, each mutated at random from a valid one
-(a field set to any value, a key removed or added, a list entry changed).
+file, the training's command-line flags, an exported contract and an experiment folder, each
+mutated at random from a valid one (a field set to any value or one of its type, a key removed
+or added, a list entry changed).
 
 The invariant at every boundary: valid input is accepted and runs; invalid input is refused
 with exit status 2 (or the boundary's own error type) and one short line, and nothing is
@@ -25,7 +26,7 @@ from unittest import mock
 
 import pytest
 from fakes import write_untrained_run
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from smoothloco.cli import main
@@ -258,6 +259,60 @@ def test_run_configuration_boundary(text):
 @given(config_files())
 def test_run_configuration_boundary_at_length(text):
     check_config(text)
+
+
+# -- command-line flags --------------------------------------------------------------------------
+FLAGS = train_cli.config_flags()
+FLAG_TEXTS = st.one_of(
+    st.text(max_size=12),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-(10**20), max_value=10**20).map(str),
+    EDGE_NUMBERS.map(str),
+    st.sampled_from(["1e-308", "1e308", "5e-324", "-0", "true", "off", "", ",", "1,2", "0.1,0.2", "2,1", "1,2,3"]),
+)
+
+
+def check_flags(argv: list[str]) -> None:
+    """``train`` with config flags: accepted and training reached, or exit status 2 (argparse's
+    own refusal prints its usage line above the error line) with nothing written."""
+    calls = []
+    with tempfile.TemporaryDirectory() as folder, mock.patch.object(
+        train_cli, "train", lambda config, resume: calls.append(config) or (None, None, [])
+    ):
+        out = Path(folder) / "new"
+        try:
+            code, err = run_cli(["train", "--out", str(out), "--run.deploy", "false", *argv])
+        except SystemExit as exit_:  # argparse refused a value's type
+            event("refused by argparse")
+            assert exit_.code == 2 and not calls and not out.exists()
+            return
+        event("accepted" if code == 0 else "refused")
+        if code == 0:
+            assert len(calls) == 1
+        else:
+            assert code == 2 and err.startswith("error: ") and one_short_line(err), err[:2000]
+            assert not calls and not out.exists()
+
+
+FLAG_ARGS = st.lists(st.tuples(st.sampled_from(FLAGS), FLAG_TEXTS), min_size=1, max_size=3).map(
+    lambda pairs: [f"--{name}={text}" for (name, _, _), text in pairs]
+)
+
+
+@budget(FEW)
+@given(FLAG_ARGS)
+@example(["--task.sim_dt=5e-324"])  # found by hand: a step count of inf overflowed
+def test_command_line_flags_boundary(argv):
+    with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage on a refusal
+        check_flags(argv)
+
+
+@pytest.mark.slow
+@budget(MANY)
+@given(FLAG_ARGS)
+def test_command_line_flags_boundary_at_length(argv):
+    with contextlib.redirect_stderr(io.StringIO()):
+        check_flags(argv)
 
 
 # -- exported contract ---------------------------------------------------------------------------

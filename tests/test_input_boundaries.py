@@ -148,6 +148,22 @@ def test_a_valid_config_file_still_trains(tmp_path: Path, capsys, no_training):
     assert len(no_training) == 1 and no_training[0].shac == TrainConfig().shac
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--task.sim_dt=5e-324"], "sim_dt must be >= 1e-05 s"),  # 0.02 / 5e-324 substeps: inf
+        (["--task.sim_dt=1e-6", "--task.control_dt=1e-6"], "sim_dt must be >= 1e-05 s"),
+        (["--task.control_dt=3600", "--task.sim_dt=1"], "control_dt in (0, 1] s"),
+        (["--run.eval_seconds=1e308"], "run.eval_seconds must be longer than"),
+        (["--shac.seed=99999999999"], "shac.seed: expected a whole number within"),
+    ],
+)
+def test_extreme_values_are_one_line_not_an_overflow(tmp_path: Path, capsys, no_training, argv, message):
+    out = tmp_path / "new"
+    err = refused_in_one_line(capsys, main(["train", "--out", str(out), *argv]))
+    assert message in err and not no_training and not out.exists()
+
+
 # -- exported contract ---------------------------------------------------------------------------
 def _untrained_run(folder: Path, seed: int) -> Path:
     shac = SHACConfig(num_envs=4, horizon=4, critic_minibatches=2, actor_hidden=(16, 16))
@@ -210,6 +226,10 @@ def _contract_edit(two_runs, tmp_path: Path, change) -> Path:
         (lambda c: c["action"].update(scale=-0.5), "action.scale must be > 0"),
         (lambda c: c["action"].update(scale=0), "action.scale must be > 0"),
         (lambda c: c["robot"].pop("model_hash"), "missing field robot.model_hash"),
+        (lambda c: c["robot"].update(foot_geoms=[]), "robot.foot_geoms must name at least one geom"),
+        (lambda c: c["joints"].update(names=[["LF_HAA"]] * 12), "joints.names must be a list of names"),
+        (lambda c: c["timing"].update(control_dt=1e-9, sim_dt=1e-9), "timing.sim_dt must be >= 1e-05 s"),
+        (lambda c: c["observation"]["velocity_trim"].update(hold=1e308), "velocity_trim.hold must be at most 3600 s"),
     ],
 )
 def test_the_player_refuses_a_contract_it_cannot_honour(two_runs, tmp_path: Path, change, message):

@@ -155,4 +155,7 @@ def with_settings(config, settings: Mapping, where: str, merge: bool = True):
             continue
         parsed = parse_value(kinds[key], value, name)
         changes[key] = {**current, **parsed} if isinstance(current, dict) and merge else parsed
-    return dataclasses.replace(config, **changes)
+    try:
+        return dataclasses.replace(config, **changes)
+    except ArithmeticError as exc:  # a check computing with an extreme value, e.g. a step count of inf
+        raise ValueError(f"{where or 'top level'}: a value beyond what the checks can compute with ({exc})") from None

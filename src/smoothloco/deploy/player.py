@@ -411,8 +411,12 @@ class Player:
 
     def _load_timing(self, timing: dict) -> None:
         self.control_dt, self.sim_dt = float(timing["control_dt"]), float(timing["sim_dt"])
-        if not (self.sim_dt > 0 and self.control_dt > 0):
-            raise PolicyContractError(f"timing: control_dt and sim_dt must be > 0, got {timing}")
+        # a controller at 1 Hz or faster, a step of at least 10 µs (as the task's): smaller ones
+        # make step counts that overflow or never end
+        if not (1e-5 <= self.sim_dt and 0 < self.control_dt <= 1.0):
+            raise PolicyContractError(
+                f"policy.json: timing.sim_dt must be >= 1e-05 s and timing.control_dt in (0, 1] s, got {timing}"
+            )
         self.substeps = round(self.control_dt / self.sim_dt)
         if self.substeps < 1 or abs(self.substeps * self.sim_dt - self.control_dt) > 1e-9:
             raise PolicyContractError(
@@ -461,6 +465,8 @@ class Player:
                 "there is no average velocity error to integrate"
             )
         self.trim_rate, self.trim_freeze, self.trim_limit = (float(trim[k]) for k in ("rate", "freeze", "limit"))
+        if trim["hold"] > 3600.0:  # a step count must stay a number
+            raise PolicyContractError(f"policy.json: observation.velocity_trim.hold must be at most 3600 s, got {trim['hold']}")
         self.trim_hold_steps = round(trim["hold"] / self.control_dt)
         if action["size"] != n_joints:
             raise PolicyContractError(

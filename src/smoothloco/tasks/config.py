@@ -9,6 +9,7 @@ from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
 from smoothloco.validation import require_finite, with_settings
 
 Range = tuple[float, float]
+MIN_SIM_DT, MAX_CONTROL_DT = 1e-5, 1.0  # s
 
 
 def _check_range(name: str, value: Range, lower_bound: float | None = None) -> None:
@@ -264,8 +265,13 @@ class VelocityTaskConfig:
             raise ValueError(f"unknown contact model {self.contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
         if not self.sharpness > 0:
             raise ValueError(f"sharpness must be > 0 (1/m), got {self.sharpness}")
-        if not (self.sim_dt > 0 and self.control_dt > 0):
-            raise ValueError(f"sim_dt and control_dt must be > 0, got {self.sim_dt}, {self.control_dt}")
+        # Physical steps: a controller at 1 Hz or faster, a simulation step of at least 10 µs
+        # (smaller ones make step counts that overflow or never end).
+        if not (MIN_SIM_DT <= self.sim_dt and 0 < self.control_dt <= MAX_CONTROL_DT):
+            raise ValueError(
+                f"sim_dt must be >= {MIN_SIM_DT:g} s and control_dt in (0, {MAX_CONTROL_DT:g}] s, got "
+                f"{self.sim_dt}, {self.control_dt}"
+            )
         if self.substeps < 1 or abs(self.substeps * self.sim_dt - self.control_dt) > 1e-9:
             raise ValueError(
                 f"control_dt ({self.control_dt}) must be a whole number >= 1 of sim_dt ({self.sim_dt}) substeps"

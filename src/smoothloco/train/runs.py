@@ -33,6 +33,7 @@ RESUME_SETTINGS = (("shac", "iterations"), ("run", "eval_every"), ("run", "check
 # The training-time evaluation (``evaluate.grid.command_evaluator``'s default) scores a command
 # only after it has held this long, so a shorter evaluation would have nothing to score.
 EVAL_SETTLE_SECONDS = 1.0
+MAX_EVAL_SECONDS = 3600.0  # per command: beyond it a step count stops being a number to loop over
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,10 @@ class RunConfig:
             raise ValueError(f"run.checkpoint_every must be >= 1, got {self.checkpoint_every}")
         if self.eval_every < 0:
             raise ValueError(f"run.eval_every must be >= 0 (0 = only at the end), got {self.eval_every}")
-        if not self.eval_seconds > EVAL_SETTLE_SECONDS:
+        if not EVAL_SETTLE_SECONDS < self.eval_seconds <= MAX_EVAL_SECONDS:
             raise ValueError(
-                f"run.eval_seconds must be longer than the evaluation's {EVAL_SETTLE_SECONDS:g} s settling time, "
-                f"got {self.eval_seconds}"
+                f"run.eval_seconds must be longer than the evaluation's {EVAL_SETTLE_SECONDS:g} s settling time and at "
+                f"most {MAX_EVAL_SECONDS:g} s (per command), got {self.eval_seconds}"
             )
 
 
