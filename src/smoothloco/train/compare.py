@@ -181,7 +181,8 @@ def compare(
         v: _summarize({"shac": curves["shac"], "ppo": curves[run_name(v)]}, budget, seeds, _ppo_settings(configs[run_name(v)]))
         for v in variants
     }
-    result = {**_with_variants(summaries), "curves": curves}  # every variant's curves, keyed by run name
+    shac_config = {k: v for k, v in asdict(configs["shac"].shac).items() if k != "seed"}
+    result = {**_with_variants(summaries), "shac_config": shac_config, "curves": curves}  # curves keyed by run name
     (out / "compare.json").write_text(json.dumps(result, indent=2))
     (out / "compare.md").write_text(_markdown(result))
     _plot(out / "compare.png", curves, result["thresholds"]["return"]["value"])
@@ -335,14 +336,21 @@ def _summarize(curves: dict[str, dict], budget: Budget, seeds: int, ppo_config: 
     return result
 
 
+def _shac_settings(r: dict) -> str:
+    shac = r.get("shac_config")
+    if shac is None:  # a comparison saved before SHAC's settings were recorded
+        return f"{r['budget']['num_envs']} environments"
+    return f"{shac['num_envs']} environments x {shac['horizon']} steps, {shac['iterations']} iterations"
+
+
 def _markdown(r: dict) -> str:
     fmt = lambda x, spec: "not reached" if x is None else format(x, spec)  # noqa: E731
     ppo = r["ppo_config"]
     lines = [
         "# SHAC vs PPO: sample efficiency",
         "",
-        f"{r['seeds']} seed(s) each, {r['budget']['num_envs']} environments, evaluation every "
-        f"{r['eval_interval_env_steps']:,} environment steps: {r['evaluation']}. PPO: Brax's PPO with "
+        f"{r['seeds']} seed(s) each, evaluation every {r['eval_interval_env_steps']:,} environment steps: "
+        f"{r['evaluation']}. SHAC: {_shac_settings(r)}. PPO: Brax's PPO with "
         f"{ppo['num_envs']} environments x {ppo['unroll_length']} steps, {ppo['num_updates_per_batch']} epochs x "
         f"{ppo['num_minibatches']} minibatches, learning rate {ppo['learning_rate']:g}"
         f"{' (adaptive KL)' if ppo['adaptive_kl'] else ''}, entropy {ppo['entropy_cost']:g}.",
@@ -384,7 +392,8 @@ def _markdown(r: dict) -> str:
                   "fewest environment steps on every seed. Changes from legged_gym's settings, and each one's ratios:", "",
                   "| PPO settings | changes | env steps to walking (per seed) | PPO / SHAC steps, walking "
                   "| env steps to 90 % return | PPO / SHAC steps, return |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
-        legged_gym = asdict(PPOConfig(num_envs=r["budget"]["num_envs"]))
+        envs = r["budget"]["num_envs"]
+        legged_gym = asdict(PPOConfig() if envs is None else PPOConfig(num_envs=envs))
         for variant, v in r["ppo_variants"].items():
             walking, by_return = v["walking"], v["return"]
             per_seed = ", ".join(fmt(x, ",") for x in v["walking"]["ppo_per_seed_env_steps"])
