@@ -5,6 +5,7 @@ status 0 is never an option."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import replace
@@ -323,3 +324,16 @@ def test_a_study_resumed_with_another_budget_is_refused(tmp_path: Path, capsys, 
         study.run_contact_study(tmp_path, study.BUDGETS["full"], resume=True)
     err = refused_in_one_line(capsys, main(["study", "contact", "--out", str(tmp_path), "--resume", "--budget", "full"]))
     assert "another --out" in err
+
+
+def test_the_player_refuses_a_model_that_refers_to_other_files(two_runs, tmp_path: Path):
+    """The model hash covers robot.xml's own bytes: an include beside it would escape it."""
+    folder = _contract_edit(two_runs, tmp_path, lambda c: None)
+    xml = (folder / "robot.xml").read_text().replace("<worldbody>", '<include file="more.xml"/><worldbody>', 1)
+    (folder / "robot.xml").write_text(xml)
+    (folder / "more.xml").write_text("<mujoco/>")
+    contract = json.loads((folder / "policy.json").read_text())
+    contract["robot"]["model_hash"] = hashlib.sha256(xml.encode()).hexdigest()[:16]
+    (folder / "policy.json").write_text(json.dumps(contract))
+    with pytest.raises(PolicyContractError, match="refers to the file 'more.xml', which robot.model_hash does not cover"):
+        Player(folder)

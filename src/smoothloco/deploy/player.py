@@ -40,6 +40,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
+from xml.etree import ElementTree
 
 import mujoco
 import numpy as np
@@ -248,8 +249,9 @@ def _check_fields(value: Any, schema: Schema, where: str) -> None:
         )
     unknown = [k for k in value if k not in schema]
     if unknown:
-        name = unknown[0] if unknown[0].isprintable() and len(unknown[0]) <= 60 else _shown(unknown[0])
-        raise PolicyContractError(f"policy.json: unknown field {prefix}{name}; expected fields: {', '.join(schema)}")
+        raise PolicyContractError(
+            f"policy.json: unknown field {prefix}{_plain(unknown[0])}; expected fields: {', '.join(schema)}"
+        )
     for key, kind in schema.items():
         if isinstance(kind, dict):
             _check_fields(value[key], kind, prefix + key)
@@ -279,6 +281,11 @@ def _shown(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters: an error message never carries the whole file."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _plain(text: str) -> str:
+    """``text`` as written when short and printable, else quoted and cut (a message is one line)."""
+    return text if text.isprintable() and len(text) <= 60 else _shown(text)
 
 
 def _number_list(values: list, size: int, name: str, above: float | None = None) -> np.ndarray:
@@ -335,16 +342,29 @@ class Player:
         xml_file = self.export_dir / robot["file"]
         if not xml_file.is_file():
             raise PolicyContractError(f"robot model {xml_file} is missing")
-        found = hashlib.sha256(xml_file.read_bytes()).hexdigest()[:16]
+        raw = xml_file.read_bytes()
+        found = hashlib.sha256(raw).hexdigest()[:16]
         if found != robot["model_hash"]:
             raise PolicyContractError(
                 f"model hash mismatch: {xml_file.name} hashes to {found}, policy.json expects robot.model_hash "
-                f"{robot['model_hash']} (the policy was trained for another robot model)"
+                f"{_plain(robot['model_hash'])} (the policy was trained for another robot model)"
+            )
+        # The hash covers these bytes only: the model is loaded from them, and a file they
+        # refer to (an include, a mesh) would be outside it.
+        try:
+            xml = raw.decode("utf-8")
+            referenced = [e.get("file") for e in ElementTree.fromstring(xml).iter() if e.get("file") is not None]
+        except (UnicodeDecodeError, ElementTree.ParseError) as exc:
+            raise PolicyContractError(f"{xml_file} is not an MJCF model: {exc}") from None
+        if referenced:
+            raise PolicyContractError(
+                f"{xml_file.name} refers to the file {_shown(referenced[0])}, which robot.model_hash does not cover; "
+                "an exported model is self-contained"
             )
         try:
-            model = mujoco.MjModel.from_xml_path(str(xml_file))
+            model = mujoco.MjModel.from_xml_string(xml)
         except ValueError as exc:
-            raise PolicyContractError(f"MuJoCo cannot load {xml_file}: {exc}") from exc
+            raise PolicyContractError(f"MuJoCo cannot load {xml_file}: {' '.join(str(exc).split())}") from None
 
         names = joints["names"]
         n = len(names)
@@ -385,7 +405,7 @@ class Player:
         self.initial_base_height = float(robot["initial_base_height"])
         self.floor_geoms = np.flatnonzero(model.geom_bodyid == 0)
         self._model = model
-        self._xml = xml_file.read_text()
+        self._xml = xml
         self._bumpy_models: dict[float, mujoco.MjModel] = {}
 
     @staticmethod
