@@ -67,7 +67,6 @@ VALUES = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
     max_leaves=8,
 )
-Path_ = tuple  # a key path into nested dicts and lists
 
 
 def _paths(tree: object, prefix: tuple = ()) -> list[tuple]:
@@ -88,7 +87,8 @@ def like(value: object) -> st.SearchStrategy:
     if isinstance(value, int):
         return st.one_of(st.integers(min_value=-3, max_value=10**6), EDGE_NUMBERS.filter(lambda v: isinstance(v, int)))
     if isinstance(value, float):
-        return st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-2.0, 2.0), st.just(-value), EDGE_NUMBERS)
+        odd = st.floats(allow_nan=True, allow_infinity=True)
+        return st.one_of(odd, st.floats(-2.0, 2.0), st.just(-value), EDGE_NUMBERS)
     if isinstance(value, str):
         return st.one_of(st.text(max_size=12), st.just(value.upper()), st.just(""))
     if isinstance(value, (list, tuple)):

@@ -60,7 +60,8 @@ def _edit(path: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ('feet = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]', "feet = [1, 2, 3, 4]", "feet: expected a list of names"),
+        ('feet = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]', "feet = [1, 2, 3, 4]",
+         "feet: expected a list of names"),
         ("kp = 20.0", 'kp = ["a", "b"]', "kp: expected a number or a list of numbers"),
         ("kp = 20.0", "kp = true", "kp: expected a number or a list of numbers"),
         ("0.1, 0.8, -1.5,\n", "[0.1, 0.8], -1.5,\n", "default_pose: expected a list of numbers"),
@@ -121,7 +122,8 @@ def _saved(tmp_path: Path, change) -> Path:
     [
         (lambda c: c["shac"].update(iterations=5.7), "shac.iterations: expected a whole number, got 5.7"),
         (lambda c: c["shac"].update(iterations=True), "shac.iterations: expected a whole number, got True"),
-        (lambda c: c["task"]["reward_weights"].update(alive="x"), "task.reward_weights.alive: expected a finite number"),
+        (lambda c: c["task"]["reward_weights"].update(alive="x"),
+         "task.reward_weights.alive: expected a finite number"),
         (lambda c: c["task"].update(privileged_critic=1), "task.privileged_critic: expected true or false"),
         (lambda c: c.update(comment="tuned"), "top level: unknown setting 'comment'"),
         (lambda c: c["task"]["gait"].update(colour="red"), "task.gait: unknown setting 'colour'"),
@@ -230,7 +232,7 @@ def _contract_edit(two_runs, tmp_path: Path, change) -> Path:
         (lambda c: c["robot"].update(foot_geoms=[]), "robot.foot_geoms must name at least one geom"),
         (lambda c: c["joints"].update(names=[["LF_HAA"]] * 12), "joints.names must be a list of names"),
         (lambda c: c["timing"].update(control_dt=1e-9, sim_dt=1e-9), "timing.sim_dt must be >= 1e-05 s"),
-        (lambda c: c["observation"]["velocity_trim"].update(hold=1e308), "velocity_trim.hold must be at most 3600 s"),
+        (lambda c: c["observation"]["velocity_trim"].update(hold=1e308), "velocity_trim.hold must be <= 3600 s"),
     ],
 )
 def test_the_player_refuses_a_contract_it_cannot_honour(two_runs, tmp_path: Path, change, message):
@@ -322,7 +324,8 @@ def test_a_study_resumed_with_another_budget_is_refused(tmp_path: Path, capsys, 
     _finished(config)
     with pytest.raises(ValueError, match="holds a run with other settings"):
         study.run_contact_study(tmp_path, study.BUDGETS["full"], resume=True)
-    err = refused_in_one_line(capsys, main(["study", "contact", "--out", str(tmp_path), "--resume", "--budget", "full"]))
+    argv = ["study", "contact", "--out", str(tmp_path), "--resume", "--budget", "full"]
+    err = refused_in_one_line(capsys, main(argv))
     assert "another --out" in err
 
 
@@ -335,5 +338,5 @@ def test_the_player_refuses_a_model_that_refers_to_other_files(two_runs, tmp_pat
     contract = json.loads((folder / "policy.json").read_text())
     contract["robot"]["model_hash"] = hashlib.sha256(xml.encode()).hexdigest()[:16]
     (folder / "policy.json").write_text(json.dumps(contract))
-    with pytest.raises(PolicyContractError, match="refers to the file 'more.xml', which robot.model_hash does not cover"):
+    with pytest.raises(PolicyContractError, match="refers to the file 'more.xml', which robot.model_hash does not"):
         Player(folder)

@@ -13,8 +13,8 @@ from typing import Any
 
 # Counts, sizes and seeds of a run: JAX holds them as 32-bit integers.
 LARGEST_INT = 2**31 - 1
-SHOWN_CHARACTERS = 60
-MAX_MESSAGE = 800  # characters of a refusal, the accepted names included  # of a refused value in a message: a message never carries megabytes of input
+SHOWN_CHARACTERS = 60  # of a refused value in a message: a message never carries megabytes of input
+MAX_MESSAGE = 800  # characters of a refusal, the accepted names included
 
 
 def shown(value: object) -> str:
@@ -146,7 +146,8 @@ def with_settings(config, settings: Mapping, where: str, merge: bool = True):
     for key, value in settings.items():
         name = f"{where}.{key}" if where else str(key)
         if key not in known:
-            raise ValueError(f"{where or 'top level'}: unknown setting {shown(key)}; accepted: {', '.join(sorted(known))}")
+            accepted = ", ".join(sorted(known))
+            raise ValueError(f"{where or 'top level'}: unknown setting {shown(key)}; accepted: {accepted}")
         current = getattr(config, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, Mapping):

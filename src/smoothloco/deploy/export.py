@@ -268,7 +268,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     try:
         (staging / "robot.xml").write_bytes(task.robot.xml.encode())  # bytes as hashed by RobotSpec.model_hash
         onnx.save(model, staging / "policy.onnx")
-        (staging / "policy.json").write_text(json.dumps(contract(run, task, error, staging, checkpoint_sha256), indent=2) + "\n")
+        written = contract(run, task, error, staging, checkpoint_sha256)
+        (staging / "policy.json").write_text(json.dumps(written, indent=2) + "\n")
         player.Player(staging)  # the contract must be readable by the reference player
         for name in EXPORT_FILES:
             with (staging / name).open("rb") as f:

@@ -108,7 +108,9 @@ CONTRACT_SCHEMA: Schema = {
     # within torque_limit. A policy trained with it runs with it; others get it as an imperfection.
     "motors": {"saturation_torque": list, "velocity_limit": list, "trained_with_envelope": bool},
     "timing": {"control_dt": float, "sim_dt": float},
-    "termination": {"min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list[str]},
+    "termination": {
+        "min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list[str]
+    },
     "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list[str], "initial_base_height": float},
     "policy": {"file": str, "input": str, "output": str},
     # where the policy came from (run, checkpoint, ...): informational, except onnx_sha256, which
@@ -258,7 +260,8 @@ def _check_fields(value: Any, schema: Schema, where: str) -> None:
             continue
         if kind == list[str]:  # names: of joints, bodies, geoms
             if not (isinstance(value[key], list) and all(isinstance(v, str) for v in value[key])):
-                raise PolicyContractError(f"policy.json: {prefix}{key} must be a list of names, got {_shown(value[key])}")
+                shown = _shown(value[key])
+                raise PolicyContractError(f"policy.json: {prefix}{key} must be a list of names, got {shown}")
             continue
         ok = isinstance(value[key], kind) and (kind is bool or not isinstance(value[key], bool))
         if kind is float:  # JSON writes 1.0 as 1
@@ -486,14 +489,14 @@ class Player:
             )
         self.trim_rate, self.trim_freeze, self.trim_limit = (float(trim[k]) for k in ("rate", "freeze", "limit"))
         if trim["hold"] > 3600.0:  # a step count must stay a number
-            raise PolicyContractError(f"policy.json: observation.velocity_trim.hold must be at most 3600 s, got {trim['hold']}")
+            raise PolicyContractError(f"policy.json: observation.velocity_trim.hold must be <= 3600 s, got {trim['hold']}")
         self.trim_hold_steps = round(trim["hold"] / self.control_dt)
         if action["size"] != n_joints:
             raise PolicyContractError(
                 f"policy.json: action.size is {action['size']}; expected {n_joints} (one per joint)"
             )
         if not action["scale"] > 0:  # a negative scale turns every action around
-            raise PolicyContractError(f"policy.json: action.scale must be > 0 rad per unit action, got {action['scale']}")
+            raise PolicyContractError(f"policy.json: action.scale must be > 0 rad per action unit, got {action['scale']}")
         self.action_scale = float(action["scale"])
 
     def _load_gait(self, gait: dict) -> None:
