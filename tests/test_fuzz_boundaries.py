@@ -33,7 +33,7 @@ from smoothloco.cli import main
 from smoothloco.deploy.export import export_run
 from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.robot.loading import ASSETS, SPEC_KEYS, load_spec_file
-from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import cli as train_cli
 from smoothloco.train import compare
 from smoothloco.train.run_folder import SUMMARY_NAME
@@ -195,7 +195,7 @@ def check_spec(mutation) -> None:
         path.write_text(toml_text(table))
         try:
             load_spec_file(path)
-            VelocityTaskConfig.for_robot(str(path))
+            config = VelocityTaskConfig.for_robot(str(path))
         except ValueError as exc:  # RobotSpecError included
             event("refused")
             assert one_short_line(str(exc)), str(exc)[:2000]
@@ -204,8 +204,9 @@ def check_spec(mutation) -> None:
             assert code == 2 and err.startswith("error: ") and one_short_line(err), err[:2000]
             assert folder_state(Path(folder)) == before
             return
-    event("accepted")
-    assert set(table) <= set(SPEC_KEYS)  # accepted: then it was a spec
+        event("accepted")
+        assert set(table) <= set(SPEC_KEYS)
+        assert VelocityTask(config).action_size == 12  # valid: its task builds
 
 
 @budget(FEW)
@@ -234,8 +235,9 @@ def check_config(text: bytes) -> None:
         config_file.write_bytes(text)
         code, err = run_cli(["train", "--config", str(config_file), "--out", str(out), "--run.deploy", "false"])
         event("accepted" if code == 0 else "refused")
-        if code == 0:  # valid: training was reached with typed values
+        if code == 0:  # valid: training was reached with typed values, and its task builds
             assert len(calls) == 1 and TrainConfig.from_dict(calls[0].to_dict()) == calls[0]
+            assert VelocityTask(calls[0].task).action_size == 12
         else:
             assert code == 2 and err.startswith("error: ") and one_short_line(err), err[:2000]
             assert not calls and not out.exists()
