@@ -230,6 +230,7 @@ def _contract_edit(two_runs, tmp_path: Path, change) -> Path:
         (lambda c: c["action"].update(scale=0), "action.scale must be > 0"),
         (lambda c: c["robot"].pop("model_hash"), "missing field robot.model_hash"),
         (lambda c: c["robot"].update(foot_geoms=[]), "robot.foot_geoms must name at least one geom"),
+        (lambda c: c["observation"]["terms"][0].update(scale=[1e300] * 3), "scale must be within ±1e\\+06"),
         (lambda c: c["joints"].update(names=[["LF_HAA"]] * 12), "joints.names must be a list of names"),
         (lambda c: c["timing"].update(control_dt=1e-9, sim_dt=1e-9), "timing.sim_dt must be >= 1e-05 s"),
         (lambda c: c["observation"]["velocity_trim"].update(hold=1e308), "velocity_trim.hold must be <= 3600 s"),

@@ -56,6 +56,7 @@ FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
 BUMP_PERIOD, BUMP_CELL, BUMP_HALF_SIZE = 1.0, 0.02, 12.0
 
+MAX_OBSERVATION_SCALE = 1e6  # the task's are 0.05-2; far beyond, float32 observations overflow
 SOLREF_STEPS = 2.0  # contact time constant in simulation steps
 SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 IMPRATIO = 100.0
@@ -464,7 +465,13 @@ class Player:
                 raise PolicyContractError(
                     f"policy.json: observation term {name!r} has size {term['size']}; expected {size} for this robot"
                 )
-            self.terms.append((spec.build, _number_list(term["scale"], size, f"observation term {name!r} scale")))
+            scale = _number_list(term["scale"], size, f"observation term {name!r} scale")
+            if not np.all(np.abs(scale) <= MAX_OBSERVATION_SCALE):  # the float32 observation would overflow
+                raise PolicyContractError(
+                    f"policy.json: observation term {name!r} scale must be within ±{MAX_OBSERVATION_SCALE:g}, "
+                    f"got {_shown(term['scale'])}"
+                )
+            self.terms.append((spec.build, scale))
         total = sum(len(scale) for _, scale in self.terms)
         if observation["size"] != total:
             raise PolicyContractError(
