@@ -89,14 +89,14 @@ def test_sweep_reports_steps_and_wall_clock_to_walking_and_grows(tmp_path: Path)
     assert saved["points"][1]["walking"]["per_seed_env_steps"] == [8_192, 12_288]
     assert len(calls) == 6 and (tmp_path / "frontier.png").stat().st_size > 0
     table = (tmp_path / "frontier.md").read_text()
-    assert "| num_envs=32 | 0.01 (0.01-0.01) |" in table
+    assert "| num_envs=32 | 2 | 0.01 (0.01-0.01) |" in table
 
 
 def test_a_point_that_never_walks_is_reported_as_such(tmp_path: Path):
     trainer, _ = fake_trainer({8: 10**9})
     (row,) = frontier.run_frontier(tmp_path, [{"shac.num_envs": 8}], TINY, trainer=trainer)["points"]
     assert not row["walking"]["reached_threshold"] and row["walking"]["env_steps"] is None
-    assert "| num_envs=8 | 0/2 seeds |" in (tmp_path / "frontier.md").read_text()
+    assert "| num_envs=8 | 2 | 0/2 seeds |" in (tmp_path / "frontier.md").read_text()
 
 
 def test_command_refuses_a_bad_axis_before_training(tmp_path: Path, capsys):

@@ -143,11 +143,12 @@ def run_frontier(
     asked = _remember_points(out, points)
     histories = {name: [trainer(config) for config in runs] for name, runs in configs.items()}
     rows = []
-    for point in asked:  # points of earlier (or concurrent) calls count once all their runs have finished
+    for point in asked:  # other calls' points, with the seeds finished so far
         name = point_name(point)
         found = histories.get(name) or [_finished_history(Path(c.run.out)) for c in _configs_of(point, budget, out)]
-        if all(h is not None for h in found):
-            rows.append(summarize_point(point, found))  # type: ignore[arg-type]
+        finished = [h for h in found if h is not None]
+        if finished:
+            rows.append(summarize_point(point, finished))
     result = {
         "budget": budget.__dict__,
         "walking": WALKING,
@@ -214,7 +215,7 @@ def frontier_markdown(result: dict) -> str:
     lines = [
         "# SHAC's efficiency frontier",
         "",
-        f"Each point: the default training with the settings shown, {b['seeds']} seed(s), {b['env_steps']:,} environment "
+        f"Each point: the default training with the settings shown, on the seeds counted, {b['env_steps']:,} environment "
         f"steps, evaluated on the command grid every {b['eval_interval']:,} steps ({b['eval_seconds']:g} s per command). "
         f"Walking: linear-velocity error <= {WALKING['lin_vel_error']} m/s, yaw-rate error <= "
         f"{WALKING['yaw_rate_error']} rad/s, no falls. Mean (min-max) over seeds; wall-clock is training time "
@@ -224,14 +225,14 @@ def frontier_markdown(result: dict) -> str:
         lines += ["", result["note"]]
     lines += [
         "",
-        "| point | env steps to walking (M) | wall-clock to walking (s) | final lin. error (m/s) | final yaw error (rad/s) "
-        "| final falls | env steps/s |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| point | seeds | env steps to walking (M) | wall-clock to walking (s) | final lin. error (m/s) "
+        "| final yaw error (rad/s) | final falls | env steps/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["points"]:
         w, f = row["walking"], row["final"]
         lines.append(
-            f"| {row['point']} | {_spread(w['per_seed_env_steps'], 1e-6)} | {_spread(w['per_seed_train_wall_s'], 1.0, '.0f')} "
+            f"| {row['point']} | {row['seeds']} | {_spread(w['per_seed_env_steps'], 1e-6)} | {_spread(w['per_seed_train_wall_s'], 1.0, '.0f')} "
             f"| {f['lin_vel_error']['mean']:.3f} ({f['lin_vel_error']['min']:.3f}-{f['lin_vel_error']['max']:.3f}) "
             f"| {f['yaw_rate_error']['mean']:.3f} | {f['fall_rate']['mean']:.2f} | {row['env_steps_per_s']:,.0f} |"
         )
