@@ -56,6 +56,7 @@ FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
 BUMP_PERIOD, BUMP_CELL, BUMP_HALF_SIZE = 1.0, 0.02, 12.0
 
+MIN_VELOCITY_LIMIT = 0.01  # rad/s; a motor's no-load speed is tens of rad/s, and 1/limit must stay a number
 MAX_OBSERVATION_SCALE = 1e6  # the task's are 0.05-2; far beyond, float32 observations overflow
 SOLREF_STEPS = 2.0  # contact time constant in simulation steps
 SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
@@ -388,6 +389,17 @@ class Player:
             )
         self.qpos_ids = np.array([model.jnt_qposadr[model.joint(j).id] for j in names])
         self.dof_ids = np.array([model.jnt_dofadr[model.joint(j).id] for j in names])
+        # The standing pose within each joint's range (a full turn either way where it has none),
+        # as the robot spec requires
+        ids = [model.joint(j).id for j in names]
+        limited = model.jnt_limited[ids].astype(bool)
+        lower = np.where(limited, model.jnt_range[ids, 0], -2 * np.pi)
+        upper = np.where(limited, model.jnt_range[ids, 1], 2 * np.pi)
+        outside = [j for j, q, lo, hi in zip(names, self.default_pose, lower, upper) if not lo - 1e-9 <= q <= hi + 1e-9]
+        if outside:
+            raise PolicyContractError(
+                f"policy.json: joints.default_pose puts {_shown(outside)} outside their range in {xml_file.name}"
+            )
 
         self.base_body = self._named_id(model, "body", robot["base_body"], "robot.base_body")
         if (
@@ -428,8 +440,11 @@ class Player:
             n = len(self.kp)
             self.saturation_torque = _number_list(motors["saturation_torque"], n, "motors.saturation_torque", above=0.0)
             self.velocity_limit = _number_list(motors["velocity_limit"], n, "motors.velocity_limit")
-            if not np.all(self.velocity_limit > 0):
-                raise PolicyContractError(f"policy.json: motors.velocity_limit must be > 0 rad/s, got {motors['velocity_limit']}")
+            if not np.all(self.velocity_limit >= MIN_VELOCITY_LIMIT):
+                raise PolicyContractError(
+                    f"policy.json: motors.velocity_limit must be >= {MIN_VELOCITY_LIMIT:g} rad/s, "
+                    f"got {_shown(motors['velocity_limit'])}"
+                )
         elif self.trained_with_envelope:
             raise PolicyContractError("policy.json: motors.trained_with_envelope is true but the envelope is empty")
 
