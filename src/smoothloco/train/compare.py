@@ -68,12 +68,12 @@ class Budget:
 
 
 # quick is bound by compilation (SHAC's update, PPO's epoch and the evaluation, per seed) and
-# trains no walking policy. full uses both algorithms' default settings: SHAC 384 iterations
-# (3.1M steps, where the default run walks from about 1.6M), PPO 4x its steps (12.6M), an
-# evaluation every 393,216 steps; about 25 min per seed on 2 CPU cores.
+# trains no walking policy. full uses both algorithms' default settings: SHAC 1,020 iterations
+# (1.04M steps, an evaluation every 61,440; the default run has 1,024), PPO 8x its steps (8.4M,
+# where legged_gym's settings walked from about 6M), evaluated every 245,760 steps.
 BUDGETS = {
     "quick": Budget(num_envs=64, evals=6, interval_multiple=1, ppo_factor=4, eval_seconds=2.0, seeds=2),
-    "full": Budget(num_envs=256, evals=8, interval_multiple=16, ppo_factor=4, eval_seconds=5.0, seeds=3),
+    "full": Budget(num_envs=None, evals=17, interval_multiple=10, ppo_factor=8, eval_seconds=5.0, seeds=3, ppo_eval_stride=4),
 }
 
 # PPO settings the comparison can run. legged_gym's is the default; the others spend each sample
