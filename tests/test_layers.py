@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("deploy / evaluate", ("smoothloco.deploy.render",
                            "smoothloco.deploy.export", "smoothloco.deploy.play", "smoothloco.evaluate.transfer",
                            "smoothloco.evaluate.gradients", "smoothloco.evaluate.robustness")),
-    ("experiments", ("smoothloco.train.compare", "smoothloco.evaluate.study", "smoothloco.bench")),
+    ("experiments", ("smoothloco.train.compare", "smoothloco.train.frontier", "smoothloco.evaluate.study", "smoothloco.bench")),
     ("cli", ("smoothloco.cli", "smoothloco.train.cli", "smoothloco.deploy.cli", "smoothloco.evaluate.cli")),
 )  # fmt: skip
 LATE_IMPORT_MARK = "late import"  # the comment a deliberate import inside a function carries

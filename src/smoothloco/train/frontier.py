@@ -242,9 +242,7 @@ def frontier_markdown(result: dict) -> str:
 def plot_frontier(result: dict, path: Path) -> None:
     """Environment steps against wall-clock to walking, one marker per point (bars: min-max over
     seeds); points where some seed never walked are listed in the title."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plotting.pyplot().subplots(figsize=(7, 5))
     missing = []
     for row in result["points"]:
         steps, walls = row["walking"]["per_seed_env_steps"], row["walking"]["per_seed_train_wall_s"]
