@@ -91,13 +91,11 @@ def test_a_spec_that_is_not_utf8_is_one_short_line(spec: Path, capsys):
     assert "not UTF-8" in err and str(spec) in err
 
 
-def test_an_mjcf_that_includes_files_is_refused(spec: Path, capsys):
-    """MuJoCo would resolve an include from the working directory, and the model hash of an
-    export would not cover it."""
-    (spec.parent / "extra.xml").write_text("<mujoco/>")
+def test_an_mjcf_that_includes_a_missing_file_names_its_path(spec: Path, capsys):
+    """Includes resolve from the MJCF's folder; a missing one is named by the path looked at."""
     _edit(spec.with_suffix(".xml"), "<worldbody>", '<include file="extra.xml"/><worldbody>')
     err = refused_in_one_line(capsys, main(["robot", str(spec)]))
-    assert "includes 'extra.xml'" in err and "self-contained" in err
+    assert "includes 'extra.xml', which is not a file" in err and str((spec.parent / "extra.xml").resolve()) in err
 
 
 # -- run configuration ---------------------------------------------------------------------------

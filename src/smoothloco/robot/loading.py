@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 from xml.etree import ElementTree
 
+import mujoco
+
 from smoothloco.robot.anymal import anymal_c
 from smoothloco.robot.spec import RobotSpec, RobotSpecError, make_spec
 from smoothloco.validation import read_text, shown
@@ -91,12 +93,7 @@ def load_spec_file(path: Path) -> RobotSpec:
         raise RobotSpecError(str(exc)) from None
     try:
         _check_keys(table)
-        mjcf = path.parent / table["mjcf"]
-        try:
-            xml = read_text(mjcf, "MJCF model")
-        except ValueError as exc:
-            raise RobotSpecError(f"mjcf: {exc}") from None
-        _check_self_contained(xml, mjcf)
+        xml = read_mjcf(path.parent / table["mjcf"])
         return make_spec(
             xml,
             joint_names=table["joints"],
@@ -152,17 +149,63 @@ def _kind_name(kind: object) -> str:
     return names[kind]  # type: ignore[index]
 
 
-def _check_self_contained(xml: str, mjcf: Path) -> None:
-    """Refuse an MJCF that includes other files: MuJoCo would resolve them from the working
-    directory, not the model's, and ``robot.model_hash`` (the provenance of an export) covers
-    the model's own bytes only."""
+def read_mjcf(mjcf: Path) -> str:
+    """The model at ``mjcf`` as one self-contained MJCF text, whatever the working directory.
+
+    A file that refers to no other file is taken byte for byte (its hash is that of the file).
+    One that includes others or names meshes and textures (the way model collections publish a
+    robot: ``scene.xml`` including ``robot.xml``, visual meshes in a ``meshdir``) is read by
+    MuJoCo from its own folder and written out again as one file without the visual elements:
+    MuJoCo's ``discard_visual`` drops the geoms that never collide, the meshes only they use, the
+    materials and textures, and states an inertia it took from a dropped mesh explicitly. What is
+    left is everything the motion depends on, so the model hash of that text covers the top file
+    and every included one, and the export is a single file the player loads anywhere (copying
+    the included files and meshes instead would make the player resolve and hash a folder).
+    """
+    try:
+        xml = read_text(mjcf, "MJCF model")
+    except ValueError as exc:
+        raise RobotSpecError(f"mjcf: {exc}") from None
     try:
         root = ElementTree.fromstring(xml)
     except ElementTree.ParseError:
-        return  # not XML: MuJoCo's own message says where
-    included = [element.get("file", "") for element in root.iter("include")]
-    if included:
+        return xml  # not XML: MuJoCo's own message says where
+    if not _referenced_files(root):
+        return xml
+    _check_includes(root, mjcf, mjcf.parent)
+    try:
+        spec = mujoco.MjSpec.from_file(str(mjcf.resolve()))
+        spec.discard_visual()
+        flat = spec.to_xml()
+    except ValueError as exc:
+        raise RobotSpecError(f"mjcf: MuJoCo could not load {mjcf}: {' '.join(str(exc).split())}") from None
+    kept = _referenced_files(ElementTree.fromstring(flat))
+    if kept:
+        element, file = kept[0]
         raise RobotSpecError(
-            f"mjcf: {mjcf.name} includes {shown(included[0])}; the model must be one self-contained file "
-            "(paste the included elements in)"
+            f"mjcf: {mjcf.name} collides with the {element} file {shown(file)} (a {element} used by a geom that "
+            "collides); the simulator and the deployed player take primitive collision shapes (sphere, capsule, box, "
+            "cylinder): give that geom contype=\"0\" conaffinity=\"0\" (visual only) and collide with primitives"
         )
+    return flat
+
+
+def _referenced_files(root: ElementTree.Element) -> list[tuple[str, str]]:
+    """(element, file) for each element of the MJCF that names another file."""
+    return [(element.tag, element.get("file", "")) for element in root.iter() if element.get("file") is not None]
+
+
+def _check_includes(root: ElementTree.Element, mjcf: Path, folder: Path, depth: int = 0) -> None:
+    """A missing or unreadable included file named by the path it was looked for at (MuJoCo's
+    own message names the include only). Includes resolve from the top file's folder."""
+    for element in root.iter("include"):
+        name = element.get("file", "")
+        included = folder / name
+        if not included.is_file():
+            raise RobotSpecError(f"mjcf: {mjcf.name} includes {shown(name)}, which is not a file: {included.resolve()}")
+        try:
+            nested = ElementTree.fromstring(read_text(included, "MJCF model"))
+        except (ValueError, ElementTree.ParseError):
+            continue  # MuJoCo's own message says what is wrong with it
+        if depth < 8:  # MuJoCo refuses deeper nesting or a cycle itself
+            _check_includes(nested, included, folder, depth + 1)

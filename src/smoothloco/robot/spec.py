@@ -136,8 +136,8 @@ def make_spec(
         model = mujoco.MjModel.from_xml_string(xml)
     except ValueError as exc:
         hint = ""
-        if "file" in str(exc).lower():  # a mesh, texture or heightfield the MJCF refers to
-            hint = "; the model must be self-contained (no mesh, texture or heightfield files): use primitive shapes"
+        if "file" in str(exc).lower():  # a file the text refers to: only a model read from its file can
+            hint = "; a model given as text must be self-contained: load it from its file (a spec's mjcf)"
         raise RobotSpecError(f"MuJoCo could not load the MJCF: {' '.join(str(exc).split())}{hint}") from exc
     check_tree(model)
     joint_names, foot_geoms, knee_bodies = tuple(joint_names), tuple(foot_geoms), tuple(knee_bodies)
