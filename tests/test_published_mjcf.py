@@ -113,3 +113,14 @@ def test_a_published_model_exports_and_the_player_loads_it(tmp_path: Path, monke
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     Player(out)  # loads the one exported file, hash checked
+
+
+def test_a_nested_include_resolves_beside_its_including_file(tmp_path: Path):
+    """As MuJoCo resolves it: from the top file's folder, else the including file's."""
+    spec = published(tmp_path)
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "robot.xml").rename(tmp_path / "parts" / "body.xml")
+    (tmp_path / "parts" / "robot.xml").write_text('<mujoco><include file="body.xml"/></mujoco>')
+    scene = tmp_path / "scene.xml"
+    scene.write_text(scene.read_text().replace('file="robot.xml"', 'file="parts/robot.xml"'))
+    assert load_spec_file(spec).mj_model().nbody == load_robot("go2").mj_model().nbody

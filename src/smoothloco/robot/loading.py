@@ -196,13 +196,16 @@ def _referenced_files(root: ElementTree.Element) -> list[tuple[str, str]]:
 
 
 def _check_includes(root: ElementTree.Element, mjcf: Path, folder: Path, depth: int = 0) -> None:
-    """A missing or unreadable included file named by the path it was looked for at (MuJoCo's
-    own message names the include only). Includes resolve from the top file's folder."""
+    """A missing included file named by the path it was looked for at (MuJoCo's own message
+    names the include only). MuJoCo looks in the top file's folder, then the including file's."""
     for element in root.iter("include"):
         name = element.get("file", "")
-        included = folder / name
-        if not included.is_file():
-            raise RobotSpecError(f"mjcf: {mjcf.name} includes {shown(name)}, which is not a file: {included.resolve()}")
+        candidates = [folder / name, mjcf.parent / name]
+        included = next((path for path in candidates if path.is_file()), None)
+        if included is None:
+            raise RobotSpecError(
+                f"mjcf: {mjcf.name} includes {shown(name)}, which is not a file: {candidates[0].resolve()}"
+            )
         try:
             nested = ElementTree.fromstring(read_text(included, "MJCF model"))
         except (ValueError, ElementTree.ParseError):
