@@ -15,6 +15,7 @@ from smoothloco.deploy.export import export_run
 from smoothloco.deploy.player import Player
 from smoothloco.robot import RobotSpecError, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
+from smoothloco.sim.check import ignored_properties
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.shac import SHACConfig
 
@@ -124,3 +125,22 @@ def test_a_nested_include_resolves_beside_its_including_file(tmp_path: Path):
     scene = tmp_path / "scene.xml"
     scene.write_text(scene.read_text().replace('file="robot.xml"', 'file="parts/robot.xml"'))
     assert load_spec_file(spec).mj_model().nbody == load_robot("go2").mj_model().nbody
+
+
+def test_joint_damping_and_friction_loss_fail_the_robot_check_by_name(tmp_path: Path, capsys):
+    """MuJoCo applies them, our simulator would not: never dropped in silence."""
+    spec = published(tmp_path)
+    robot_xml = tmp_path / "robot.xml"
+    robot_xml.write_text(robot_xml.read_text().replace('armature="0.01"', 'armature="0.01" damping="0.5"', 1))
+    calf = '<joint name="FL_calf_joint"'
+    assert calf in robot_xml.read_text()
+    robot_xml.write_text(robot_xml.read_text().replace(calf, f'{calf} frictionloss="0.2"', 1))
+    problems = ignored_properties(load_spec_file(spec))
+    assert len(problems) == 2
+    assert problems[0].startswith("joint damping=0.5 N·m·s/rad on FL_hip_joint, FL_thigh_joint, FL_calf_joint")
+    assert problems[1].startswith("joint frictionloss=0.2 N·m on FL_calf_joint is not modelled")
+    assert main(["robot", str(spec)]) == 1
+    out = capsys.readouterr().out
+    assert "problem: joint damping=0.5" in out and "problem: joint frictionloss=0.2" in out
+    assert "lightly damped" not in out
+    assert ignored_properties(load_robot("go2")) == []

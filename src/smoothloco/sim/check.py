@@ -6,6 +6,8 @@
 2. Standing: PD at the default pose on flat ground, in MuJoCo and in our simulator (hard and
    smooth contact): the robot must stand upright and come to rest, both simulators at the same
    height. That height is the PD-loaded standing height, the value for ``task.base_height_target``.
+3. Ignored properties: joint damping, friction loss and springs of the MJCF, which MuJoCo (the
+   judge and the deployed player) applies and our simulator does not, fail the check by name.
 """
 
 from __future__ import annotations
@@ -117,6 +119,37 @@ def stand_in_ours(robot: RobotSpec, contact: str, seconds: float = STANDING_SECO
     return _standing(np.asarray(trajectory.q), np.asarray(trajectory.v), dt)
 
 
+# Joint properties our dynamics do not model (armature is): MJCF attribute, MjModel field, unit.
+IGNORED_JOINT_PROPERTIES = (
+    ("damping", "dof_damping", "N·m·s/rad"),
+    ("frictionloss", "dof_frictionloss", "N·m"),
+    ("stiffness", "jnt_stiffness", "N·m/rad"),
+)
+
+
+def ignored_properties(robot: RobotSpec) -> list[str]:
+    """One line per joint property of the MJCF that our simulator would drop, naming the joints:
+    a policy trained without it meets another robot in MuJoCo and on hardware."""
+    model = robot.mj_model()
+    lines = []
+    for attribute, field, unit in IGNORED_JOINT_PROPERTIES:
+        values = {}
+        for name in robot.joint_names:
+            joint = model.joint(name).id
+            index = model.jnt_dofadr[joint] if field.startswith("dof_") else joint
+            if getattr(model, field)[index] != 0:
+                values[name] = float(getattr(model, field)[index])
+        if values:
+            low, high = min(values.values()), max(values.values())
+            size = f"{low:g}" if low == high else f"{low:g} to {high:g}"
+            lines.append(
+                f"joint {attribute}={size} {unit} on {', '.join(values)} is not modelled by our simulator (MuJoCo and "
+                f"the deployed player apply it, training would not): remove {attribute} from the MJCF's joints and "
+                "defaults"
+            )
+    return lines
+
+
 def check_robot(robot: RobotSpec) -> dict:
     """Every check, its figures, the problems found (none: ready to train) and notes."""
     errors = dynamics_errors(robot)
@@ -128,6 +161,10 @@ def check_robot(robot: RobotSpec) -> dict:
     for where, result in standing.items():
         problems += result.problems(where, robot.base_height)
         notes += result.notes(where)
+    ignored = ignored_properties(robot)
+    problems += ignored
+    if ignored:  # the slower settling is the dropped property's, not the PD's
+        notes = [note for note in notes if "lightly damped" not in note]
     gap = abs(standing["mujoco"].height - standing["hard"].height)
     if gap > HEIGHT_AGREEMENT:
         problems.append(f"standing height: MuJoCo and our hard contact differ by {gap * 100:.1f} cm")
