@@ -123,7 +123,7 @@ def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
          "body 'FL_calf' must hang from the base's tree by exactly one hinge joint, has ['ball']"),
         ("xml", '<freejoint name="root"/>', "", "floating base with a single free joint"),
         ("xml", '<geom name="floor" type="plane" size="0 0 0.05"', '<geom name="floor" type="sphere" size="0.1"', "no ground"),
-        ("xml", "<asset>", '<asset><mesh name="shell" file="shell.stl"/>', "must be self-contained"),
+        ("xml", "<asset>", '<include file="parts.xml"/><asset>', "includes 'parts.xml', which is not a file"),
     ],
 )
 def test_a_bad_spec_is_refused_with_what_is_wrong(user_robot: Path, file, old, new, message):
