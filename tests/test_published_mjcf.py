@@ -61,6 +61,12 @@ def test_a_published_model_loads_from_any_working_directory(tmp_path: Path, monk
         np.testing.assert_allclose(getattr(model, field), getattr(reference, field), rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(getattr(model, field), getattr(bundled.mj_model(), field), rtol=1e-6, atol=1e-9)
     assert robot.base_height == pytest.approx(bundled.base_height)
+    kept = reference.geom_type != mujoco.mjtGeom.mjGEOM_MESH  # the one visual geom is dropped
+    for field in ("geom_type", "geom_size", "geom_friction", "geom_contype", "geom_conaffinity", "geom_bodyid"):
+        np.testing.assert_allclose(getattr(model, field), getattr(reference, field)[kept], rtol=1e-6, atol=1e-9)
+    for field in ("timestep", "impratio", "cone", "gravity"):
+        np.testing.assert_allclose(getattr(model.opt, field), getattr(reference.opt, field))
+    np.testing.assert_allclose(model.actuator_ctrlrange, reference.actuator_ctrlrange)
     # one self-contained file: the visual mesh is gone, nothing refers to another file
     assert model.nmesh == 0 and "file=" not in robot.xml and "include" not in robot.xml
     assert main(["robot", "../robot/go2.toml"]) == 0

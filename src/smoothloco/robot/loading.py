@@ -1,6 +1,7 @@
 """``load_robot(NAME_OR_PATH)``: a bundled robot by name, or a user's from a TOML spec file.
 
-The spec file names its MJCF (relative to the spec file) and states what the model does not::
+The spec file names its MJCF (relative to the spec file; it may include others and name visual
+meshes, see ``read_mjcf``) and states what the model does not::
 
     mjcf = "my_robot.xml"
     joints = ["FL_hip", "FL_thigh", "FL_calf", ...]   # 3 per leg, base to foot; legs in the order of feet
