@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -34,6 +35,7 @@ def _run(*argv):
 def test_unknown_flag_is_rejected():
     out = _run("train", "--shac.horizn", "3")
     assert out.returncode == 2 and "unrecognized arguments: --shac.horizn" in out.stderr
+    assert out.stderr.splitlines()[1].startswith("did you mean --shac.horizon?")
 
 
 def test_invalid_values_are_rejected(capsys):
@@ -163,3 +165,85 @@ def test_the_train_command_deploys_a_finished_run(monkeypatch, tmp_path: Path, d
     argv = ["train", "--shac.iterations", "3", "--run.deploy", str(deploy), "--out", str(out)]
     assert main(argv) == code
     assert calls == ([out] if deployed else [])
+
+
+# -- the front door: refusals on one line, grouped help, where a run writes and what comes next -----
+def _refusal(argv: list[str], capsys) -> list[str]:
+    """The lines a refused command line prints (stderr), after checking argparse's exit status."""
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    assert not captured.out
+    return captured.err.splitlines()
+
+
+def test_a_bad_value_is_the_error_alone_then_one_hint(capsys):
+    assert _refusal(["train", "--shac.num_envs", "x"], capsys) == [
+        "error: argument --shac.num_envs: expected a whole number, got 'x'",
+        "see smoothloco train --help",
+    ]
+    # every command refuses this way, and a missing argument or subcommand too
+    required = ["error: the following arguments are required: RUN", "see smoothloco eval --help"]
+    assert _refusal(["eval"], capsys) == required
+    assert _refusal(["bench", "gpu"], capsys)[1] == "see smoothloco bench --help"
+    assert _refusal([], capsys) == ["error: the following arguments are required: command", "see smoothloco --help"]
+
+
+@pytest.mark.parametrize(
+    "argv,unknown,nearest",
+    [
+        (["train", "--shac.num_env", "3"], "--shac.num_env 3", "--shac.num_envs"),
+        (["train", "--task.hill_height=0"], "--task.hill_height=0", "--task.hills_height"),
+        (["train", "--ouT", "x"], "--ouT x", "--out"),
+        (["eval", "run", "--robustnes"], "--robustnes", "--robustness"),
+    ],
+)
+def test_a_misspelled_flag_gets_the_nearest_known_one(argv, unknown, nearest, capsys):
+    assert _refusal(argv, capsys) == [
+        f"error: unrecognized arguments: {unknown}",
+        f"did you mean {nearest}? (all flags: smoothloco {argv[0]} --help)",
+    ]
+
+
+def test_a_flag_far_from_every_known_one_gets_no_guess(capsys):
+    lines = _refusal(["train", "--bogus"], capsys)
+    assert lines == ["error: unrecognized arguments: --bogus", "see smoothloco train --help"]
+
+
+def test_train_help_is_grouped_by_section_without_placeholders():
+    (train,) = [p for p in _parsers(build_parser()) if p.prog.endswith(" train")]
+    text = train.format_help()
+    for heading in ("task (--task.*):", "task: rewards (--task.reward_weights.*):",
+                    "task: randomization (--task.randomization.*):", "SHAC (--shac.*):", "PPO (--ppo.*):",
+                    "run (--run.*):"):  # fmt: skip
+        assert f"\n{heading}\n" in text, heading
+    assert text.count("\n") < 440 and "[--shac.horizon" not in text  # the usage no longer lists every flag
+    section_of = {f"--{name}": train_cli.flag_section(name) for name, _, _ in train_cli.config_flags()}
+    for group in train._action_groups:
+        for action in group._group_actions:
+            if action.option_strings[0] in section_of:
+                assert group.title.endswith(f"(--{section_of[action.option_strings[0]]}.*)"), action.option_strings
+    generated = re.compile(r"\((task|shac|ppo|run)[\w.]*; ")  # flag_help's fallback: "hills height (task; a number)"
+    placeholders = [a.option_strings[0] for a in train._actions if a.help and generated.search(a.help)]
+    assert not placeholders, placeholders
+
+
+def test_a_finished_run_points_to_eval_and_tensorboard(monkeypatch, tmp_path: Path):
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.setattr(train_cli.shutil, "which", lambda name: None)  # nothing on the PATH
+    lines = train_cli.next_steps(Path("runs/x"))
+    python = bin_dir / "python"
+    assert f"{python} -m smoothloco.cli eval runs/x --sim mujoco" in lines[1]
+    assert lines[2].endswith(
+        f"{python} -m pip install tensorboard && {bin_dir / 'tensorboard'} --logdir runs/x/tensorboard"
+    )
+    (bin_dir / "tensorboard").write_text("")
+    (bin_dir / "smoothloco").write_text("")
+    lines = train_cli.next_steps(Path("runs/x"))
+    assert lines[1].endswith(f"{bin_dir / 'smoothloco'} eval runs/x --sim mujoco")
+    assert lines[2].endswith(f": {bin_dir / 'tensorboard'} --logdir runs/x/tensorboard")
+    monkeypatch.setattr(train_cli.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert train_cli.next_steps(Path("runs/x"))[2].endswith(": tensorboard --logdir runs/x/tensorboard")

@@ -276,7 +276,7 @@ FLAG_TEXTS = st.one_of(
 
 def check_flags(argv: list[str]) -> None:
     """``train`` with config flags: accepted and training reached, or exit status 2 (argparse's
-    own refusal prints its usage line above the error line) with nothing written."""
+    own refusal prints the error line, then a hint line) with nothing written."""
     calls = []
     with tempfile.TemporaryDirectory() as folder, mock.patch.object(
         train_cli, "train", lambda config, resume: calls.append(config) or (None, None, [])

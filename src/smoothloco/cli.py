@@ -8,9 +8,11 @@ before anything runs: on a CPU machine every core then gets a device of its own.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from smoothloco import bench
 from smoothloco.argtypes import positive_int
@@ -88,8 +90,52 @@ def _robot(args: argparse.Namespace) -> int:
     return 0 if not report["problems"] else 1
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that refuses with the error alone on one line, then one line of
+    where to look (the nearest known flag of a misspelled one), instead of argparse's usage
+    above the error: ``train``'s usage alone ran to 96 lines and pushed the error out of view.
+    Exit status 2, as argparse's. argparse makes subcommand parsers of the parent's class, so
+    every command refuses this way."""
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse reports unknown flags from the top-level parser, which knows neither the
+        # subcommand's flags nor its name: report them from the subcommand's parser instead.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = self._chosen_parser(parsed)
+            chosen._refuse(f"unrecognized arguments: {' '.join(extras)}", chosen._nearest_flag(extras))
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        self._refuse(message)
+
+    def _refuse(self, message: str, nearest: str | None = None) -> NoReturn:
+        hint = f"did you mean {nearest}? (all flags: {self.prog} --help)" if nearest else f"see {self.prog} --help"
+        self.exit(2, f"error: {one_line(message)}\n{hint}\n")
+
+    def _chosen_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The parser of the (sub)command that ``parsed`` came from."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None))
+                if isinstance(chosen, CommandParser):
+                    return chosen._chosen_parser(parsed)
+        return self
+
+    def _nearest_flag(self, extras: list[str]) -> str | None:
+        """The known flag closest to the first unknown one in ``extras``, if one is close."""
+        # compared without the dashes, which every flag shares and which would make "--bogus"
+        # look close to "--out"
+        known = {option[2:]: option for option in self._option_string_actions if option.startswith("--")}
+        for extra in extras:
+            if extra.startswith("--"):
+                close = difflib.get_close_matches(extra[2:].partition("=")[0], list(known), n=1)
+                return known[close[0]] if close else None
+        return None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="smoothloco",
         description="Legged locomotion learned with SHAC through smoothed hard contact: train, compare, export, "
         "play, evaluate, study, benchmark.",

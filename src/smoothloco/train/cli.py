@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import sys
 import typing
 from pathlib import Path
@@ -52,6 +53,13 @@ HELP = {
     "task.action_scale": "radians of joint-target offset per unit action",
     "task.obs_noise": "multiplier of the per-signal sensor noise levels (0 = none)",
     "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
+    "task.motor_envelope": "limit the torque by the robot's DC-motor torque-speed envelope where its spec states one "
+    "(less torque the faster a joint turns) instead of a flat torque limit",
+    "task.hills_height": "height of the rolling hills to train on, trough to crest, m (0 = flat ground)",
+    "task.hills_wavelength": "length of the hills' middle wave, m (the other two are 0.69 and 1.31 times it)",
+    "task.observe_base_lin_vel": "the actor observes the base's linear velocity (false: proprioception and IMU only, "
+    "as on a robot without a velocity estimator; needs task.gait.recovery_speed 0)",
+    "task.obs_history": "observation frames the actor sees, newest first (1 = the current one only)",
     "task.velocity_error_window": "s; > 0: the actor also observes command minus measured velocity averaged over "
     "about this long (integral action against a steady shortfall); 0 = not observed",
     "task.velocity_trim.rate": "outer velocity loop while walking: the actor observes the command plus a trim that "
@@ -80,6 +88,8 @@ HELP = {
     "task.gait.hip_amplitude": "trot generator: hip flexion at mid-swing in rad, added open-loop to the policy's "
     "joint targets; the knee flexes twice as much (0 = off: the policy steps by itself)",
     "task.gait.swing_height": "peak foot height in m that the feet_swing_height reward asks of a swinging foot",
+    "task.gait.recovery_speed": "at a zero command the gait still runs while the base moves faster than this, m/s, "
+    "so that a push is answered with steps (0 = the command alone decides)",
     "task.gait.hide_clock_when_standing": "the gait clock observation reads (0, 0) while the command asks to stand "
     "(its norm at most 0.1)",
     "task.randomization.enabled": "randomize the physics of each environment within the ranges below",
@@ -90,6 +100,10 @@ HELP = {
     "task.randomization.kd_scale": "range low,high of the factor on the joints' PD damping",
     "task.randomization.motor_strength": "range low,high of the factor on the joint torques",
     "task.randomization.hard_corner_fraction": "fraction of environments with every range above at its harder end at once",
+    "task.randomization.rotor_armature_per_torque": "range low,high of the rotor inertia added to every driven "
+    "joint per N·m of its torque limit, kg·m²/(N·m) (a geared drive's reflected inertia)",
+    "task.randomization.joint_friction_share": "range low,high of the joints' Coulomb friction as a share of their "
+    "torque limit (a gearbox's losses)",
     "task.randomization.action_delay": "range low,high of the delay before joint targets reach the motors, s "
     "(whole simulation steps, at most task.control_dt)",
     "shac.num_envs": _ENVS,
@@ -147,6 +161,17 @@ HELP = {
     "whose update was skipped as non-finite",
 }
 
+# Help sections of the config flags, ``flag_section`` -> (heading, description). A task
+# sub-section without an entry is headed by its name; sections appear in the fields' order.
+SECTION_HELP = {
+    "task": ("task", "the simulated task: robot, contact, observations, when an episode ends"),
+    "task.reward_weights": ("task: rewards", "reward term weights per simulated second"),
+    "task.randomization": ("task: randomization", "physics drawn per environment"),
+    "shac": ("SHAC", "used with --algo shac (the default)"),
+    "ppo": ("PPO", "used with --algo ppo"),
+    "run": ("run", "the run folder, checkpoints, evaluations"),
+}
+
 
 def _flags(prefix: str, cls) -> list[tuple[str, type, object]]:
     """``(flag name, type, default)`` of every field of ``cls``, nested sections and dict entries included."""
@@ -179,10 +204,24 @@ def flag_help(name: str, kind) -> str:
     return f"{field_name.replace('_', ' ')} ({section}; {describe(kind)})"
 
 
+def flag_section(name: str) -> str:
+    """The help section of a config flag: its section, or the task sub-section it belongs to."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def _section_group(parser: argparse.ArgumentParser, section: str):
+    heading, description = SECTION_HELP.get(section, (section.replace(".", ": ").replace("_", " "), None))
+    return parser.add_argument_group(f"{heading} (--{section}.*)", description)
+
+
 def add_parser(sub) -> None:
     parser = sub.add_parser(
         "train",
         allow_abbrev=False,
+        # the generated usage lists all the flags (96 lines); the sections below show them
+        usage="%(prog)s [--algo {shac,ppo}] [--out DIR] [--robot NAME_OR_PATH]\n"
+        f"{' ' * len('usage: smoothloco train ')}[--config FILE | --resume RUN] [--SECTION.FIELD VALUE ...]",
         help="train a velocity-tracking policy with SHAC or PPO (defaults: SHAC, smooth contact, pushes, "
         "randomization)",
         description="Train with SHAC (ours) or PPO (Brax's) on the same task. Every setting is a flag; values shown "
@@ -216,9 +255,13 @@ def add_parser(sub) -> None:
         metavar="|".join(ALGORITHMS),
         help="training algorithm: ours (shac) or Brax's PPO (ppo) (default shac)",
     )
+    groups: dict[str, argparse._ArgumentGroup] = {}
     for name, kind, default in config_flags():
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        parser.add_argument(
+        section = flag_section(name)
+        if section not in groups:
+            groups[section] = _section_group(parser, section)
+        groups[section].add_argument(
             f"--{name}",
             dest=name,
             metavar=metavar(kind),
@@ -354,4 +397,41 @@ def run_train(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if config.run.deploy:
         deploy_after_training(Path(config.run.out))
+    for line in next_steps(Path(config.run.out)):
+        print(line, flush=True)
     return 0
+
+
+def _beside_python(name: str) -> str:
+    """The path of program ``name`` in this Python's folder (an unactivated virtual environment's
+    ``bin``), relative to here where it is below."""
+    path = Path(sys.executable).parent / name
+    try:
+        return str(path.relative_to(Path.cwd()))  # shorter, and still a path the shell runs
+    except ValueError:
+        return str(path)
+
+
+def _command(name: str) -> str | None:
+    """How to run program ``name`` from here: by name where it is on the PATH, else by its path
+    beside this Python, else None (not installed)."""
+    if shutil.which(name):
+        return name
+    return _beside_python(name) if (Path(sys.executable).parent / name).is_file() else None
+
+
+def next_steps(run_dir: Path) -> list[str]:
+    """The lines that end a finished run: its policy in MuJoCo and its curves in TensorBoard,
+    each as a command that works here. TensorBoard itself is not a dependency (tensorboardX only
+    writes the logs), so where it is missing the line installs it first."""
+    python = _beside_python(Path(sys.executable).name)
+    smoothloco = _command("smoothloco") or f"{python} -m smoothloco.cli"
+    logs = run_dir / "tensorboard"
+    tensorboard = _command("tensorboard")
+    if tensorboard is None:
+        tensorboard = f"{python} -m pip install tensorboard && {_beside_python('tensorboard')}"
+    return [
+        f"finished: {run_dir / 'summary.md'}, {run_dir / 'training.png'}",
+        f"the policy in MuJoCo: {smoothloco} eval {run_dir} --sim mujoco",
+        f"the curves in TensorBoard: {tensorboard} --logdir {logs}",
+    ]

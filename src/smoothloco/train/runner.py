@@ -145,6 +145,11 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
         record_changes = functools.partial(_record_resume_settings, run_dir, saved, config) if resume else None
         if not resume:
             write_config(run_dir, config.to_dict())
+        # The first iteration compiles for about a minute without a line of output: say so,
+        # and where the run writes.
+        starting = f"resuming {config.algo} in" if resume else f"training {config.algo} into"
+        print(f"{starting} {run_dir}", flush=True)
+        print(_compiling_note(config.run.compile_cache), flush=True)
 
         with _StopRequested() as stop:
             log = RunLog(run_dir, config, stop, progress_fn, resume, on_first_row=record_changes)
@@ -160,6 +165,13 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
         else:
             _finish(run_dir, config, log.run_history, log.evaluation, log.first_iteration_s)
     return make_policy, params, log.run_history
+
+
+def _compiling_note(cache: str) -> str:
+    """What the silent first iteration is doing, and how long it takes (measured on a 2-core
+    CPU; an accelerator or a compilation cache hit is faster)."""
+    cached = f"; cached in {cache} for later runs" if cache else ""
+    return f"compiling the training step (about a minute on a 2-core CPU{cached}) ..."
 
 
 def check_divides_over_devices(config: TrainConfig) -> None:
