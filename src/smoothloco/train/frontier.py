@@ -46,8 +46,8 @@ class FrontierBudget:
     seeds: int
 
 
-# full: 1,048,576 steps per run (the default batch walked from 1.64M, its 64-environment probe
-# from 0.72M), an evaluation every 65,536 steps; every batch size of the sweep is a power of two.
+# full: 1,048,576 steps per run (256 environments walked from 1.64M, 64 from about 0.7M), an
+# evaluation every 65,536 steps; a point's steps per iteration must divide that interval.
 BUDGETS = {
     "quick": FrontierBudget(env_steps=16_384, eval_interval=8_192, eval_seconds=2.0, seeds=1),
     "full": FrontierBudget(env_steps=1_048_576, eval_interval=65_536, eval_seconds=5.0, seeds=2),
