@@ -219,7 +219,7 @@ def frontier_markdown(result: dict) -> str:
         f"steps, evaluated on the command grid every {b['eval_interval']:,} steps ({b['eval_seconds']:g} s per command). "
         f"Walking: linear-velocity error <= {WALKING['lin_vel_error']} m/s, yaw-rate error <= "
         f"{WALKING['yaw_rate_error']} rad/s, no falls. Mean (min-max) over seeds; wall-clock is training time "
-        f"(evaluations left out, compilation included) on {result['cpus']} CPU core(s) per run.",
+        "(evaluations left out, compilation included), comparable only between runs timed alike.",
     ]
     if result["note"]:
         lines += ["", result["note"]]
