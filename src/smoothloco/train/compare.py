@@ -138,10 +138,10 @@ def default_trainer(config: TrainConfig) -> list[dict]:
     run_dir = Path(config.run.out)
     if (run_dir / CONFIG_NAME).is_file():
         check_same_settings(run_dir, config)
-    if (run_dir / SUMMARY_NAME).is_file():
+    finished = finished_history(run_dir)
+    if finished is not None:
         print(f"reusing the finished run in {run_dir} (trained with the same settings)", flush=True)
-        with (run_dir / "metrics.csv").open() as f:
-            return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+        return finished
     resume = (run_dir / CHECKPOINT_NAME).is_file()
     if resume and config.algo != "shac":
         print(f"restarting the interrupted {config.algo} run in {run_dir} from scratch (Brax's PPO cannot continue "
@@ -156,6 +156,14 @@ def default_trainer(config: TrainConfig) -> list[dict]:
     if interrupted(config, history):
         raise ComparisonInterrupted(f"{run_dir} stopped at iteration {history[-1]['iteration']}")
     return history
+
+
+def finished_history(run_dir: Path) -> list[dict] | None:
+    """A finished run's metrics rows as numbers (its ``summary.json`` marks it finished), else None."""
+    if not (run_dir / SUMMARY_NAME).is_file():
+        return None
+    with (run_dir / "metrics.csv").open() as f:
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
 
 class ComparisonInterrupted(RuntimeError):

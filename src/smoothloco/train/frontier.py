@@ -17,10 +17,8 @@ or continued by running the command again on the same ``--out``; ``frontier.json
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import json
-import os
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -31,7 +29,7 @@ import numpy as np
 
 from smoothloco import plotting
 from smoothloco.argtypes import config_value
-from smoothloco.train.compare import WALKING, Trainer, default_trainer, first_walking, seed_curves
+from smoothloco.train.compare import WALKING, Trainer, default_trainer, finished_history, first_walking, seed_curves
 from smoothloco.train.runs import RunConfig, TrainConfig
 from smoothloco.validation import with_settings
 
@@ -138,14 +136,14 @@ def run_frontier(
 ) -> dict:
     """Train every point on ``budget.seeds`` seeds (reusing finished runs), then write
     ``frontier.json``, ``frontier.md`` and ``frontier.png`` over every point asked for in ``out``."""
-    configs = {point_name(p): [run_config(p, s, budget, out) for s in range(budget.seeds)] for p in points}
+    configs = {point_name(p): _configs_of(p, budget, out) for p in points}
     out.mkdir(parents=True, exist_ok=True)
     asked = _remember_points(out, points)
     histories = {name: [trainer(config) for config in runs] for name, runs in configs.items()}
     rows = []
     for point in asked:  # other calls' points, with the seeds finished so far
         name = point_name(point)
-        found = histories.get(name) or [_finished_history(Path(c.run.out)) for c in _configs_of(point, budget, out)]
+        found = histories.get(name) or [finished_history(Path(c.run.out)) for c in _configs_of(point, budget, out)]
         finished = [h for h in found if h is not None]
         if finished:
             rows.append(summarize_point(point, finished))
@@ -153,7 +151,6 @@ def run_frontier(
         "budget": budget.__dict__,
         "walking": WALKING,
         "note": note,
-        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "points": rows,
     }
     (out / "frontier.json").write_text(json.dumps(result, indent=2))
@@ -174,14 +171,6 @@ def _remember_points(out: Path, points: Sequence[Point]) -> list[Point]:
     known += [p for p in points if point_name(p) not in names]
     path.write_text(json.dumps(known, indent=1))
     return known
-
-
-def _finished_history(run_dir: Path) -> list[dict] | None:
-    """A finished run's metrics rows (``summary.json`` marks it finished), else None."""
-    if not (run_dir / "summary.json").is_file():
-        return None
-    with (run_dir / "metrics.csv").open() as f:
-        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
 
 def summarize_point(point: Point, histories: Sequence[list[dict]]) -> dict:
