@@ -8,45 +8,18 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
-from fakes import write_untrained_run
+from fakes import published, write_untrained_run
 
 from smoothloco.cli import main
 from smoothloco.deploy.export import export_run
 from smoothloco.deploy.player import Player
 from smoothloco.robot import RobotSpecError, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
-from smoothloco.sim.check import ignored_properties
+from smoothloco.sim.check import unmodelled_properties
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.shac import SHACConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
-
-FLOOR = '<geom name="floor" type="plane" size="0 0 0.05" material="grid" contype="1" conaffinity="1" condim="3"/>'
-# A tetrahedron: the visual mesh a published model shows in place of its collision primitives.
-MESH = "v 0 0 0\nv 0.1 0 0\nv 0 0.1 0\nv 0 0 0.1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n"
-VISUAL = '<geom type="mesh" mesh="shell" contype="0" conaffinity="0" group="2" mass="0"/>'
-
-
-def published(folder: Path, visual: str = VISUAL) -> Path:
-    """The bundled Go2 written the published way: robot.xml (with a visual mesh on the base, in
-    ``assets/``) included from scene.xml (the floor); the spec names scene.xml."""
-    folder.mkdir(parents=True, exist_ok=True)
-    robot = (ASSETS / "go2.xml").read_text()
-    assert FLOOR in robot
-    robot = robot.replace(FLOOR, "")
-    robot = robot.replace('autolimits="true"/>', 'autolimits="true" meshdir="assets"/>', 1)
-    robot = robot.replace("<asset>", '<asset>\n    <mesh name="shell" file="shell.obj"/>', 1)
-    robot = robot.replace('<freejoint name="root"/>', f'<freejoint name="root"/>\n      {visual}', 1)
-    (folder / "robot.xml").write_text(robot)
-    (folder / "assets").mkdir(exist_ok=True)
-    (folder / "assets" / "shell.obj").write_text(MESH)
-    scene = f'<mujoco model="go2 scene">\n  <include file="robot.xml"/>\n  <worldbody>{FLOOR}</worldbody>\n</mujoco>\n'
-    (folder / "scene.xml").write_text(scene)
-    spec = (ASSETS / "go2.toml").read_text().replace('mjcf = "go2.xml"', 'mjcf = "scene.xml"', 1)
-    (folder / "go2.toml").write_text(spec)
-    load_robot.cache_clear()
-    return folder / "go2.toml"
-
 
 def test_a_published_model_loads_from_any_working_directory(tmp_path: Path, monkeypatch):
     spec = published(tmp_path / "robot")
@@ -133,20 +106,27 @@ def test_a_nested_include_resolves_beside_its_including_file(tmp_path: Path):
     assert load_spec_file(spec).mj_model().nbody == load_robot("go2").mj_model().nbody
 
 
-def test_joint_damping_and_friction_loss_fail_the_robot_check_by_name(tmp_path: Path, capsys):
-    """MuJoCo applies them, our simulator would not: never dropped in silence."""
+def test_the_robot_check_models_joint_damping_and_friction_loss_and_tables_what_training_ignores(
+    tmp_path: Path, capsys
+):
+    """MuJoCo Menagerie's Go2 joint defaults pass; the geoms that collide only in MuJoCo are named."""
+    spec = published(tmp_path, joint_defaults='damping="0.1" frictionloss="0.2"')
+    assert main(["robot", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "| base: 2 geoms (box, box) | collide with the ground | never collide |" in out
+    assert "| FL_calf: 1 geom (capsule) | collide with the ground | never collide (the body's origin lower" in out
+    assert "| joint ranges of 12 joints | enforced as limits | not enforced" in out
+    assert "problem" not in out and "foot" not in out.split("what training ignores")[1]
+
+
+def test_what_the_simulator_cannot_model_fails_the_robot_check_by_name(tmp_path: Path):
     spec = published(tmp_path)
     robot_xml = tmp_path / "robot.xml"
-    robot_xml.write_text(robot_xml.read_text().replace('armature="0.01"', 'armature="0.01" damping="0.5"', 1))
-    calf = '<joint name="FL_calf_joint"'
-    assert calf in robot_xml.read_text()
-    robot_xml.write_text(robot_xml.read_text().replace(calf, f'{calf} frictionloss="0.2"', 1))
-    problems = ignored_properties(load_spec_file(spec))
-    assert len(problems) == 2
-    assert problems[0].startswith("joint damping=0.5 N·m·s/rad on FL_hip_joint, FL_thigh_joint, FL_calf_joint")
-    assert problems[1].startswith("joint frictionloss=0.2 N·m on FL_calf_joint is not modelled")
-    assert main(["robot", str(spec)]) == 1
-    out = capsys.readouterr().out
-    assert "problem: joint damping=0.5" in out and "problem: joint frictionloss=0.2" in out
-    assert "lightly damped" not in out
-    assert ignored_properties(load_robot("go2")) == []
+    coupled = '<equality><joint joint1="FL_hip_joint" joint2="FR_hip_joint"/></equality>\n  <actuator>'
+    robot_xml.write_text(robot_xml.read_text().replace("<actuator>", coupled, 1))
+    problems = [row for row in unmodelled_properties(load_spec_file(spec)) if row.problem]
+    assert [row.line() for row in problems] == [
+        "1 equality constraints: hold in MuJoCo; in training, not modelled: remove it from the MJCF, or the policy "
+        "meets another robot in MuJoCo and on hardware"
+    ]
+    assert not [row for row in unmodelled_properties(load_robot("go2")) if row.problem]

@@ -80,6 +80,12 @@ def _robot(args: argparse.Namespace) -> int:
     for where, s in report["standing"].items():
         print(f"| {where} | {s['height']:.3f} | {s['drift']:.3f} | {s['speed']:.3f} | {s['upright']:.4f} |")
     print(f"suggested task.base_height_target: {report['suggested_base_height_target_m']} m (MuJoCo's standing height)")
+    if report["ignored_in_training"]:
+        print("what training ignores (MuJoCo and the deployed player simulate it; training's contact is the feet's):")
+        print("| model | in MuJoCo | in training |")
+        print("|---|---|---|")
+        for row in report["ignored_in_training"]:
+            print(f"| {row['what']} | {row['mujoco']} | {row['training']}{' (a problem)' * row['problem']} |")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     for note in report["notes"]:
