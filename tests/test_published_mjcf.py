@@ -3,6 +3,7 @@ in a ``meshdir``. It loads from any working directory, its hash covers every inc
 and its export is one file the standalone player loads."""
 
 import json
+import re
 from pathlib import Path
 
 import mujoco
@@ -15,7 +16,7 @@ from smoothloco.deploy.export import export_run
 from smoothloco.deploy.player import Player
 from smoothloco.robot import RobotSpecError, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
-from smoothloco.sim.check import unmodelled_properties
+from smoothloco.sim.check import stand_in_mujoco, unmodelled_properties
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.shac import SHACConfig
 
@@ -130,3 +131,80 @@ def test_what_the_simulator_cannot_model_fails_the_robot_check_by_name(tmp_path:
         "meets another robot in MuJoCo and on hardware"
     ]
     assert not [row for row in unmodelled_properties(load_robot("go2")) if row.problem]
+
+
+GO2 = load_robot("go2")
+SPEC_HEAD = """mjcf = "scene.xml"
+joints = {joints}
+feet = {feet}
+knees = {knees}
+""".format(joints=list(GO2.joint_names), feet=list(GO2.foot_geoms), knees=list(GO2.knee_bodies)).replace("'", '"')
+MOTOR = re.compile(r'<motor name="(\w+)" joint="\w+" ctrlrange="-([\d.]+) [\d.]+"/>')
+
+
+def _as_published(folder: Path, spec_lines: str, actuator: str | None = None, pose=GO2.default_pose) -> Path:
+    """The published Go2 with a ``home`` keyframe at ``pose``, its motors rewritten by
+    ``actuator`` (a format of name and torque limit), and a spec of the names plus ``spec_lines``."""
+    spec = published(folder)
+    robot_xml = spec.parent / "robot.xml"
+    text = robot_xml.read_text()
+    if actuator is not None:
+        text = MOTOR.sub(lambda m: actuator.format(name=m[1], limit=m[2]), text)
+    qpos = " ".join(f"{x:g}" for x in [0, 0, 0.3, 1, 0, 0, 0, *pose])
+    text = text.replace("</mujoco>", f'  <keyframe><key name="home" qpos="{qpos}"/></keyframe>\n</mujoco>')
+    robot_xml.write_text(text)
+    spec.write_text(SPEC_HEAD + spec_lines)
+    return spec
+
+
+POSITION = '<position name="{name}" joint="{name}" kp="20" kv="0.5" forcerange="-{limit} {limit}"/>'
+
+
+def test_the_spec_takes_pose_gains_and_torque_limits_from_the_model(tmp_path: Path):
+    """A keyframe and position actuators state everything the bundled Go2's spec states; the
+    actuators become motors, so MuJoCo stands the robot as it stands the bundled one."""
+    robot = load_spec_file(_as_published(tmp_path, 'keyframe = "home"\n', POSITION))
+    for key in ("default_pose", "kp", "kd", "torque_limit"):
+        np.testing.assert_allclose(getattr(robot, key), getattr(GO2, key), err_msg=key)
+    assert robot.from_model == (
+        "default_pose: keyframe 'home'",
+        "kp: the position actuators' kp × gear²",
+        "kd: the position actuators' kv × gear²",
+        "torque_limit: the actuators' ranges × gear",
+        "position actuators on 12 joints: made motors, the PD drives the joints",
+    )
+    model = robot.mj_model()
+    assert np.all(model.actuator_biastype == mujoco.mjtBias.mjBIAS_NONE)
+    np.testing.assert_allclose(model.actuator_ctrlrange[:, 1], GO2.torque_limit)
+    ours, bundled = stand_in_mujoco(robot), stand_in_mujoco(GO2)
+    assert abs(ours.height - bundled.height) < 1e-6 and ours.upright > 0.99
+
+
+def test_motor_ranges_times_gear_are_torque_limits_and_the_spec_overrides_the_model(tmp_path: Path):
+    geared = '<motor name="{name}" joint="{name}" gear="2" ctrlrange="-{limit} {limit}"/>'
+    pose = GO2.default_pose + 0.05
+    spec = _as_published(tmp_path, f'keyframe = "home"\ndefault_pose = {GO2.default_pose.tolist()}\nkp = 20.0\nkd = 0.5\n',
+                         geared, pose=pose)  # fmt: skip
+    robot = load_spec_file(spec)
+    np.testing.assert_allclose(robot.torque_limit, 2 * GO2.torque_limit)
+    np.testing.assert_allclose(robot.default_pose, GO2.default_pose)  # the spec's, not the keyframe's
+    assert robot.from_model == ("torque_limit: the actuators' ranges × gear",)
+    spec.write_text(spec.read_text() + "torque_limit = 30.0\n")
+    assert np.all(load_spec_file(spec).torque_limit == 30.0) and load_spec_file(spec).from_model == ()
+
+
+@pytest.mark.parametrize(
+    ("spec_lines", "actuator", "refusal"),
+    [
+        ('keyframe = "home"\nkp = 20.0\nkd = 0.6\n', POSITION,
+         r"kd: the spec's differs from the model's position actuators' \(spec vs model: FL_hip_joint 0.6 vs 0.5;"),
+        ('keyframe = "home"\n', '<velocity name="{name}" joint="{name}" kv="1"/>',
+         "actuator 'FL_hip_joint' on FL_hip_joint is neither a motor nor a position actuator"),
+        ('keyframe = "home"\n', None, r"kp: give it in the spec; the model has no position actuator on \[.FL_hip_joint."),
+        ('keyframe = "stand"\n', POSITION, r"keyframe: the model has no keyframe 'stand'; its keyframes: \['home'\]"),
+        ("kp = 20.0\nkd = 0.5\n", None, "default_pose: give it .* or name a keyframe"),
+    ],
+)  # fmt: skip
+def test_actuators_that_would_fight_the_pd_and_missing_values_are_refused(tmp_path, spec_lines, actuator, refusal):
+    with pytest.raises(RobotSpecError, match=refusal):
+        load_spec_file(_as_published(tmp_path, spec_lines, actuator))

@@ -71,6 +71,8 @@ def _robot(args: argparse.Namespace) -> int:
         return 2
     report = check.check_robot(robot)
     print(f"{report['robot']}: {report['mass_kg']:.2f} kg, feet {report['feet']} (radius {report['foot_radius_m']} m)")
+    for line in report["taken_from_model"]:
+        print(f"from the model: {line}")
     print(f"stance height (feet touching, default pose): {report['stance_height_m']:.3f} m")
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["dynamics_relative_error"].items())
     print(f"dynamics against MuJoCo (largest relative error): {errors}")

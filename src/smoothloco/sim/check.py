@@ -215,6 +215,7 @@ def check_robot(robot: RobotSpec) -> dict:
         "dynamics_relative_error": errors,
         "standing": {k: vars(v) for k, v in standing.items()},
         "suggested_base_height_target_m": round(standing["mujoco"].height, 3),
+        "taken_from_model": list(robot.from_model),  # what the spec file left to the MJCF
         "ignored_in_training": [vars(row) for row in rows],
         "problems": problems,  # each fails the check
         "notes": notes,  # worth knowing, not failures
