@@ -35,7 +35,8 @@ def published(folder: Path, visual: str = VISUAL, joint_defaults: str = "") -> P
     robot = (ASSETS / "go2.xml").read_text()
     assert FLOOR in robot
     robot = robot.replace(FLOOR, "")
-    robot = robot.replace('<joint armature="0.01"/>', f'<joint armature="0.01" {joint_defaults}/>', 1)
+    joint_attributes = f'armature="0.01" {joint_defaults}'.strip()
+    robot = robot.replace('<joint armature="0.01"/>', f"<joint {joint_attributes}/>", 1)
     robot = robot.replace('autolimits="true"/>', 'autolimits="true" meshdir="assets"/>', 1)
     robot = robot.replace("<asset>", '<asset>\n    <mesh name="shell" file="shell.obj"/>', 1)
     robot = robot.replace('<freejoint name="root"/>', f'<freejoint name="root"/>\n      {visual}', 1)
