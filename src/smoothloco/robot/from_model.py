@@ -21,7 +21,8 @@ POSE, GAINS, LIMIT = "default_pose", ("kp", "kd"), "torque_limit"
 
 
 def _kind(model: mujoco.MjModel, actuator: int) -> str:
-    """"motor", "position" or "other" (activation dynamics, a non-fixed gain, any other bias)."""
+    """The actuator's kind: motor, position, or other (activation dynamics, a gain that is not
+    fixed, any other bias)."""
     if model.actuator_dyntype[actuator] != mujoco.mjtDyn.mjDYN_NONE or (
         model.actuator_gaintype[actuator] != mujoco.mjtGain.mjGAIN_FIXED
     ):
@@ -100,15 +101,14 @@ def file_values(
     if values.get(POSE) is None:
         raise RobotSpecError("default_pose: give it (rad, one per joint) or name a keyframe of the model (keyframe)")
     actuators = _actuators(model, joint_names)
-    position = [name for name, (_, kind) in actuators.items() if kind == "position"]
+    # Joint space: a position actuator's force kp (ctrl - gear q) - kv gear q̇ acts on the joint times gear
+    gear_squared = {name: model.actuator_gear[a, 0] ** 2 for name, (a, kind) in actuators.items() if kind == "position"}
+    limits = {name: _torque_limit(model, a, kind) for name, (a, kind) in actuators.items()}
     file = {
-        "kp": {n: model.actuator_gainprm[a, 0] * model.actuator_gear[a, 0] ** 2 for n, (a, k) in actuators.items()
-               if k == "position"},
-        "kd": {n: -model.actuator_biasprm[a, 2] * model.actuator_gear[a, 0] ** 2 for n, (a, k) in actuators.items()
-               if k == "position"},
-        LIMIT: {n: _torque_limit(model, a, k) for n, (a, k) in actuators.items()
-                if np.isfinite(_torque_limit(model, a, k))},
-    }  # fmt: skip
+        "kp": {name: model.actuator_gainprm[actuators[name][0], 0] * g2 for name, g2 in gear_squared.items()},
+        "kd": {name: -model.actuator_biasprm[actuators[name][0], 2] * g2 for name, g2 in gear_squared.items()},
+        LIMIT: {name: limit for name, limit in limits.items() if np.isfinite(limit)},
+    }
     for key in GAINS:
         _refuse_fighting(key, values.get(key), file[key], joint_names)
     for key, source in (("kp", "position actuators' kp × gear²"), ("kd", "position actuators' kv × gear²"),
@@ -121,9 +121,9 @@ def file_values(
             raise RobotSpecError(f"{key}: give it in the spec; the model has no {where} on {missing}")
         values[key] = [float(file[key][name]) for name in joint_names]
         lines.append(f"{key}: the {source}")
-    if position:
-        xml = _position_to_motors(xml, [actuators[name][0] for name in position], model)
-        lines.append(f"position actuators on {len(position)} joints: made motors, the PD drives the joints")
+    if gear_squared:
+        xml = _position_to_motors(xml, [actuators[name][0] for name in gear_squared], model)
+        lines.append(f"position actuators on {len(gear_squared)} joints: made motors, the PD drives the joints")
     return xml, values, tuple(lines)
 
 
@@ -131,7 +131,10 @@ def _refuse_fighting(key: str, value: object, file: Mapping[str, float], joint_n
     """A spec gain that differs from the position actuator's on the same joint is refused."""
     if value is None or not file:
         return
-    spec = np.broadcast_to(np.asarray(value, float), (len(joint_names),))
+    try:
+        spec = np.broadcast_to(np.asarray(value, float), (len(joint_names),))
+    except (TypeError, ValueError):
+        return  # not one number per joint: make_spec says what is wrong
     differ = [f"{name} {spec[i]:g} vs {file[name]:g}" for i, name in enumerate(joint_names)
               if name in file and not np.isclose(spec[i], file[name], rtol=1e-6)]  # fmt: skip
     if differ:
