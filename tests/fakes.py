@@ -12,7 +12,8 @@ import numpy as np
 from brax.envs.base import Env, State
 
 from smoothloco.deploy.player import Imperfections, command_schedule
-from smoothloco.robot import RobotSpec
+from smoothloco.robot import RobotSpec, load_robot
+from smoothloco.robot.loading import ASSETS
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import make_policy_factory
@@ -20,6 +21,34 @@ from smoothloco.train.runs import TrainConfig
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
 
 SLED_MASS = 2.0
+FLOOR = '<geom name="floor" type="plane" size="0 0 0.05" material="grid" contype="1" conaffinity="1" condim="3"/>'
+# A tetrahedron: the visual mesh a published model shows in place of its collision primitives.
+MESH = "v 0 0 0\nv 0.1 0 0\nv 0 0.1 0\nv 0 0 0.1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n"
+VISUAL = '<geom type="mesh" mesh="shell" contype="0" conaffinity="0" group="2" mass="0"/>'
+
+
+def published(folder: Path, visual: str = VISUAL, joint_defaults: str = "") -> Path:
+    """The bundled Go2 written the published way: robot.xml (with a visual mesh on the base, in
+    ``assets/``, and ``joint_defaults``, e.g. ``damping="0.1"``, added to its joint defaults)
+    included from scene.xml (the floor); the spec names scene.xml."""
+    folder.mkdir(parents=True, exist_ok=True)
+    robot = (ASSETS / "go2.xml").read_text()
+    assert FLOOR in robot
+    robot = robot.replace(FLOOR, "")
+    joint_attributes = f'armature="0.01" {joint_defaults}'.strip()
+    robot = robot.replace('<joint armature="0.01"/>', f"<joint {joint_attributes}/>", 1)
+    robot = robot.replace('autolimits="true"/>', 'autolimits="true" meshdir="assets"/>', 1)
+    robot = robot.replace("<asset>", '<asset>\n    <mesh name="shell" file="shell.obj"/>', 1)
+    robot = robot.replace('<freejoint name="root"/>', f'<freejoint name="root"/>\n      {visual}', 1)
+    (folder / "robot.xml").write_text(robot)
+    (folder / "assets").mkdir(exist_ok=True)
+    (folder / "assets" / "shell.obj").write_text(MESH)
+    scene = f'<mujoco model="go2 scene">\n  <include file="robot.xml"/>\n  <worldbody>{FLOOR}</worldbody>\n</mujoco>\n'
+    (folder / "scene.xml").write_text(scene)
+    spec = (ASSETS / "go2.toml").read_text().replace('mjcf = "go2.xml"', 'mjcf = "scene.xml"', 1)
+    (folder / "go2.toml").write_text(spec)
+    load_robot.cache_clear()
+    return folder / "go2.toml"
 
 
 def sled(height: float = 0.5, foot_radius: float = 0.02) -> RobotSpec:

@@ -3,50 +3,24 @@ in a ``meshdir``. It loads from any working directory, its hash covers every inc
 and its export is one file the standalone player loads."""
 
 import json
+import re
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import pytest
-from fakes import write_untrained_run
+from fakes import published, write_untrained_run
 
 from smoothloco.cli import main
 from smoothloco.deploy.export import export_run
 from smoothloco.deploy.player import Player
 from smoothloco.robot import RobotSpecError, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
-from smoothloco.sim.check import ignored_properties
+from smoothloco.sim.check import stand_in_mujoco, unmodelled_properties
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.shac import SHACConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
-
-FLOOR = '<geom name="floor" type="plane" size="0 0 0.05" material="grid" contype="1" conaffinity="1" condim="3"/>'
-# A tetrahedron: the visual mesh a published model shows in place of its collision primitives.
-MESH = "v 0 0 0\nv 0.1 0 0\nv 0 0.1 0\nv 0 0 0.1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n"
-VISUAL = '<geom type="mesh" mesh="shell" contype="0" conaffinity="0" group="2" mass="0"/>'
-
-
-def published(folder: Path, visual: str = VISUAL) -> Path:
-    """The bundled Go2 written the published way: robot.xml (with a visual mesh on the base, in
-    ``assets/``) included from scene.xml (the floor); the spec names scene.xml."""
-    folder.mkdir(parents=True, exist_ok=True)
-    robot = (ASSETS / "go2.xml").read_text()
-    assert FLOOR in robot
-    robot = robot.replace(FLOOR, "")
-    robot = robot.replace('autolimits="true"/>', 'autolimits="true" meshdir="assets"/>', 1)
-    robot = robot.replace("<asset>", '<asset>\n    <mesh name="shell" file="shell.obj"/>', 1)
-    robot = robot.replace('<freejoint name="root"/>', f'<freejoint name="root"/>\n      {visual}', 1)
-    (folder / "robot.xml").write_text(robot)
-    (folder / "assets").mkdir(exist_ok=True)
-    (folder / "assets" / "shell.obj").write_text(MESH)
-    scene = f'<mujoco model="go2 scene">\n  <include file="robot.xml"/>\n  <worldbody>{FLOOR}</worldbody>\n</mujoco>\n'
-    (folder / "scene.xml").write_text(scene)
-    spec = (ASSETS / "go2.toml").read_text().replace('mjcf = "go2.xml"', 'mjcf = "scene.xml"', 1)
-    (folder / "go2.toml").write_text(spec)
-    load_robot.cache_clear()
-    return folder / "go2.toml"
-
 
 def test_a_published_model_loads_from_any_working_directory(tmp_path: Path, monkeypatch):
     spec = published(tmp_path / "robot")
@@ -133,20 +107,104 @@ def test_a_nested_include_resolves_beside_its_including_file(tmp_path: Path):
     assert load_spec_file(spec).mj_model().nbody == load_robot("go2").mj_model().nbody
 
 
-def test_joint_damping_and_friction_loss_fail_the_robot_check_by_name(tmp_path: Path, capsys):
-    """MuJoCo applies them, our simulator would not: never dropped in silence."""
+def test_the_robot_check_models_joint_damping_and_friction_loss_and_tables_what_training_ignores(
+    tmp_path: Path, capsys
+):
+    """MuJoCo Menagerie's Go2 joint defaults pass; the geoms that collide only in MuJoCo are named."""
+    spec = published(tmp_path, joint_defaults='damping="0.1" frictionloss="0.2"')
+    assert main(["robot", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "| base: 2 geoms (box, box) | collide with the ground | never collide |" in out
+    assert "| FL_calf: 1 geom (capsule) | collide with the ground | never collide (the body's origin lower" in out
+    assert "| joint ranges of 12 joints | enforced as limits | not enforced" in out
+    assert "problem" not in out and "foot" not in out.split("what training ignores")[1]
+
+
+def test_what_the_simulator_cannot_model_fails_the_robot_check_by_name(tmp_path: Path):
     spec = published(tmp_path)
     robot_xml = tmp_path / "robot.xml"
-    robot_xml.write_text(robot_xml.read_text().replace('armature="0.01"', 'armature="0.01" damping="0.5"', 1))
-    calf = '<joint name="FL_calf_joint"'
-    assert calf in robot_xml.read_text()
-    robot_xml.write_text(robot_xml.read_text().replace(calf, f'{calf} frictionloss="0.2"', 1))
-    problems = ignored_properties(load_spec_file(spec))
-    assert len(problems) == 2
-    assert problems[0].startswith("joint damping=0.5 N·m·s/rad on FL_hip_joint, FL_thigh_joint, FL_calf_joint")
-    assert problems[1].startswith("joint frictionloss=0.2 N·m on FL_calf_joint is not modelled")
-    assert main(["robot", str(spec)]) == 1
-    out = capsys.readouterr().out
-    assert "problem: joint damping=0.5" in out and "problem: joint frictionloss=0.2" in out
-    assert "lightly damped" not in out
-    assert ignored_properties(load_robot("go2")) == []
+    coupled = '<equality><joint joint1="FL_hip_joint" joint2="FR_hip_joint"/></equality>\n  <actuator>'
+    robot_xml.write_text(robot_xml.read_text().replace("<actuator>", coupled, 1))
+    problems = [row for row in unmodelled_properties(load_spec_file(spec)) if row.problem]
+    assert [row.line() for row in problems] == [
+        "1 equality constraints: hold in MuJoCo; in training, not modelled: remove it from the MJCF, or the policy "
+        "meets another robot in MuJoCo and on hardware"
+    ]
+    assert not [row for row in unmodelled_properties(load_robot("go2")) if row.problem]
+
+
+GO2 = load_robot("go2")
+SPEC_HEAD = """mjcf = "scene.xml"
+joints = {joints}
+feet = {feet}
+knees = {knees}
+""".format(joints=list(GO2.joint_names), feet=list(GO2.foot_geoms), knees=list(GO2.knee_bodies)).replace("'", '"')
+MOTOR = re.compile(r'<motor name="(\w+)" joint="\w+" ctrlrange="-([\d.]+) [\d.]+"/>')
+
+
+def _as_published(folder: Path, spec_lines: str, actuator: str | None = None, pose=GO2.default_pose) -> Path:
+    """The published Go2 with a ``home`` keyframe at ``pose``, its motors rewritten by
+    ``actuator`` (a format of name and torque limit), and a spec of the names plus ``spec_lines``."""
+    spec = published(folder)
+    robot_xml = spec.parent / "robot.xml"
+    text = robot_xml.read_text()
+    if actuator is not None:
+        text = MOTOR.sub(lambda m: actuator.format(name=m[1], limit=m[2]), text)
+    qpos = " ".join(f"{x:g}" for x in [0, 0, 0.3, 1, 0, 0, 0, *pose])
+    text = text.replace("</mujoco>", f'  <keyframe><key name="home" qpos="{qpos}"/></keyframe>\n</mujoco>')
+    robot_xml.write_text(text)
+    spec.write_text(SPEC_HEAD + spec_lines)
+    return spec
+
+
+POSITION = '<position name="{name}" joint="{name}" kp="20" kv="0.5" forcerange="-{limit} {limit}"/>'
+
+
+def test_the_spec_takes_pose_gains_and_torque_limits_from_the_model(tmp_path: Path):
+    """A keyframe and position actuators state everything the bundled Go2's spec states; the
+    actuators become motors, so MuJoCo stands the robot as it stands the bundled one."""
+    robot = load_spec_file(_as_published(tmp_path, 'keyframe = "home"\n', POSITION))
+    for key in ("default_pose", "kp", "kd", "torque_limit"):
+        np.testing.assert_allclose(getattr(robot, key), getattr(GO2, key), err_msg=key)
+    assert robot.from_model == (
+        "default_pose: keyframe 'home'",
+        "kp: the position actuators' kp × gear²",
+        "kd: the position actuators' kv × gear²",
+        "torque_limit: the actuators' ranges × gear",
+        "position actuators on 12 joints: made motors, the PD drives the joints",
+    )
+    model = robot.mj_model()
+    assert np.all(model.actuator_biastype == mujoco.mjtBias.mjBIAS_NONE)
+    np.testing.assert_allclose(model.actuator_ctrlrange[:, 1], GO2.torque_limit)
+    ours, bundled = stand_in_mujoco(robot), stand_in_mujoco(GO2)
+    assert abs(ours.height - bundled.height) < 1e-6 and ours.upright > 0.99
+
+
+def test_motor_ranges_times_gear_are_torque_limits_and_the_spec_overrides_the_model(tmp_path: Path):
+    geared = '<motor name="{name}" joint="{name}" gear="2" ctrlrange="-{limit} {limit}"/>'
+    pose = GO2.default_pose + 0.05
+    spec = _as_published(tmp_path, f'keyframe = "home"\ndefault_pose = {GO2.default_pose.tolist()}\nkp = 20.0\nkd = 0.5\n',
+                         geared, pose=pose)  # fmt: skip
+    robot = load_spec_file(spec)
+    np.testing.assert_allclose(robot.torque_limit, 2 * GO2.torque_limit)
+    np.testing.assert_allclose(robot.default_pose, GO2.default_pose)  # the spec's, not the keyframe's
+    assert robot.from_model == ("torque_limit: the actuators' ranges × gear",)
+    spec.write_text(spec.read_text() + "torque_limit = 30.0\n")
+    assert np.all(load_spec_file(spec).torque_limit == 30.0) and load_spec_file(spec).from_model == ()
+
+
+@pytest.mark.parametrize(
+    ("spec_lines", "actuator", "refusal"),
+    [
+        ('keyframe = "home"\nkp = 20.0\nkd = 0.6\n', POSITION,
+         r"kd: the spec's differs from the model's position actuators' \(spec vs model: FL_hip_joint 0.6 vs 0.5;"),
+        ('keyframe = "home"\n', '<velocity name="{name}" joint="{name}" kv="1"/>',
+         "actuator 'FL_hip_joint' on FL_hip_joint is neither a motor nor a position actuator"),
+        ('keyframe = "home"\n', None, r"kp: give it in the spec; the model has no position actuator on \[.FL_hip_joint."),
+        ('keyframe = "stand"\n', POSITION, r"keyframe: the model has no keyframe 'stand'; its keyframes: \['home'\]"),
+        ("kp = 20.0\nkd = 0.5\n", None, "default_pose: give it .* or name a keyframe"),
+    ],
+)  # fmt: skip
+def test_actuators_that_would_fight_the_pd_and_missing_values_are_refused(tmp_path, spec_lines, actuator, refusal):
+    with pytest.raises(RobotSpecError, match=refusal):
+        load_spec_file(_as_published(tmp_path, spec_lines, actuator))

@@ -101,7 +101,8 @@ def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
     "file, old, new, message",
     [
         ("toml", "kd = 0.5", "kd = 0.5\nkv = 1.0", "unknown keys ['kv']"),
-        ("toml", "kd = 0.5\n", "", "missing keys ['kd']"),
+        ("toml", "kd = 0.5\n", "", "kd: give it in the spec; the model has no position actuator on ['FL_hip_joint'"),
+        ("toml", 'feet = ["FL_foot"', 'keyframe = "home"\nfeet = ["FL_foot"', "keyframe: the model has no keyframe 'home'"),
         ("toml", "kp = 20.0", "kp = -20.0", "kp: expected one or 12 finite positive numbers"),
         ("toml", "kp = 20.0", 'kp = "stiff"', "kp: expected a number or a list"),
         ("toml", '"FL_calf_joint",', '"FL_knee",', "no hinge joint named ['FL_knee']"),

@@ -71,6 +71,8 @@ def _robot(args: argparse.Namespace) -> int:
         return 2
     report = check.check_robot(robot)
     print(f"{report['robot']}: {report['mass_kg']:.2f} kg, feet {report['feet']} (radius {report['foot_radius_m']} m)")
+    for line in report["taken_from_model"]:
+        print(f"from the model: {line}")
     print(f"stance height (feet touching, default pose): {report['stance_height_m']:.3f} m")
     errors = ", ".join(f"{k} {v:.1e}" for k, v in report["dynamics_relative_error"].items())
     print(f"dynamics against MuJoCo (largest relative error): {errors}")
@@ -80,6 +82,12 @@ def _robot(args: argparse.Namespace) -> int:
     for where, s in report["standing"].items():
         print(f"| {where} | {s['height']:.3f} | {s['drift']:.3f} | {s['speed']:.3f} | {s['upright']:.4f} |")
     print(f"suggested task.base_height_target: {report['suggested_base_height_target_m']} m (MuJoCo's standing height)")
+    if report["ignored_in_training"]:
+        print("what training ignores (MuJoCo and the deployed player simulate it; training's contact is the feet's):")
+        print("| model | in MuJoCo | in training |")
+        print("|---|---|---|")
+        for row in report["ignored_in_training"]:
+            print(f"| {row['what']} | {row['mujoco']} | {row['training']}{' (a problem)' * row['problem']} |")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     for note in report["notes"]:

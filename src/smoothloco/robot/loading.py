@@ -7,7 +7,7 @@ meshes, see ``read_mjcf``) and states what the model does not::
     joints = ["FL_hip", "FL_thigh", "FL_calf", ...]   # 3 per leg, base to foot; legs in the order of feet
     feet = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]  # sphere geoms
     knees = ["FL_calf", ...]                           # bodies: one lower than task.min_knee_height ends an episode
-    default_pose = [0.1, 0.8, -1.5, ...]               # rad, in the order of joints
+    default_pose = [0.1, 0.8, -1.5, ...]               # rad, in the order of joints (or keyframe = "home")
     kp = 20.0                                          # N·m/rad, one number or one per joint
     kd = 0.5                                           # N·m·s/rad
     torque_limit = [23.7, 23.7, 45.4, ...]             # N·m
@@ -19,7 +19,9 @@ meshes, see ``read_mjcf``) and states what the model does not::
     [task.gait]
     swing_height = 0.06
 
-``docs/own-robot.md`` walks through writing one; ``src/smoothloco/robot/assets/go2.toml`` is one.
+What the spec leaves out is taken from the model where it says it (``robot.from_model``): the
+standing pose from ``keyframe``, the torque limits from motor actuators' ranges, the PD gains
+from position actuators. ``docs/own-robot.md`` walks through writing one; ``src/smoothloco/robot/assets/go2.toml`` is one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from xml.etree import ElementTree
 import mujoco
 
 from smoothloco.robot.anymal import anymal_c
+from smoothloco.robot.from_model import file_values
 from smoothloco.robot.spec import RobotSpec, RobotSpecError, make_spec
 from smoothloco.validation import read_text, shown
 
@@ -47,6 +50,7 @@ SPEC_KEYS = {
     "feet": NAMES,
     "knees": NAMES,
     "default_pose": NUMBERS,
+    "keyframe": str,
     "kp": NUMBER_OR_NUMBERS,
     "kd": NUMBER_OR_NUMBERS,
     "torque_limit": NUMBER_OR_NUMBERS,
@@ -54,7 +58,8 @@ SPEC_KEYS = {
     "velocity_limit": NUMBER_OR_NUMBERS,
     "task": dict,
 }
-OPTIONAL_KEYS = {"task", "saturation_torque", "velocity_limit"}
+# Optional: the task's defaults, no torque-speed envelope, or taken from the model (``from_model``)
+OPTIONAL_KEYS = {"task", "saturation_torque", "velocity_limit", "keyframe", "default_pose", "kp", "kd", "torque_limit"}
 
 
 def is_spec_path(name_or_path: str) -> bool:
@@ -94,20 +99,21 @@ def load_spec_file(path: Path) -> RobotSpec:
         raise RobotSpecError(str(exc)) from None
     try:
         _check_keys(table)
-        xml = read_mjcf(path.parent / table["mjcf"])
+        given = {key: table.get(key) for key in ("default_pose", "kp", "kd", "torque_limit")}
+        xml, values, from_model = file_values(
+            read_mjcf(path.parent / table["mjcf"]), table["joints"], given, table.get("keyframe")
+        )
         return make_spec(
             xml,
             joint_names=table["joints"],
             foot_geoms=table["feet"],
             knee_bodies=table["knees"],
-            default_pose=table["default_pose"],
-            kp=table["kp"],
-            kd=table["kd"],
-            torque_limit=table["torque_limit"],
             saturation_torque=table.get("saturation_torque"),
             velocity_limit=table.get("velocity_limit"),
             name=path.stem,
             task_defaults=table.get("task", {}),
+            from_model=from_model,
+            **values,
         )
     except RobotSpecError as exc:
         raise RobotSpecError(f"{path}: {exc}") from exc

@@ -54,6 +54,8 @@ class RobotSpec:
     joint_lower: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
     joint_upper: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
     name: str = "robot"
+    # What was taken from the model rather than the spec, one line each (``robot.from_model``)
+    from_model: tuple[str, ...] = ()
     # Task settings for this robot, as nested tables of ``VelocityTaskConfig`` fields; applied
     # over the task's defaults by ``VelocityTaskConfig.for_robot``.
     task_defaults: Mapping = field(default_factory=dict, repr=False)
@@ -129,6 +131,7 @@ def make_spec(
     saturation_torque: float | Sequence[float] | None = None,
     velocity_limit: float | Sequence[float] | None = None,
     task_defaults: Mapping | None = None,
+    from_model: Sequence[str] = (),
 ) -> RobotSpec:
     """A checked ``RobotSpec``: the model loads, is a tree the simulator takes, has a ground
     plane, and the names, sizes and values given fit it. ``RobotSpecError`` says what does not."""
@@ -171,6 +174,7 @@ def make_spec(
         joint_lower=lower,
         joint_upper=upper,
         name=name,
+        from_model=tuple(from_model),
         task_defaults=task_defaults or {},
         **gains,
     )

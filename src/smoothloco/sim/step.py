@@ -3,6 +3,12 @@
 Smooth multibody dynamics (mass matrix, bias forces, Jacobians) come from ``sim.dynamics`` for
 the robot's MuJoCo model; contact is ours (``smoothloco.sim.contact``). Stepping is Moreau-Jean
 midpoint: evaluate everything at q_m = q + h/2 v, solve foot impulses, then q+ = q_m + h/2 v+.
+
+The joints' passive forces (``joint_passive``: spring, damping, friction loss) are dissipative
+and can be stiff, so the step takes the dissipative part linearly implicitly, as MuJoCo's Euler
+integrator takes damping: with f(v) the passive force and K = -∂f/∂v ≥ 0 (diagonal),
+(M + hK)(v+ - v) = h(τ - c + f(v)) + Jᵀλ. For damping alone this is exactly MuJoCo's
+(M + hD) v̇ = τ - c - Dv; the spring stays explicit, as in MuJoCo.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 from flax import struct
 
@@ -30,9 +37,12 @@ from smoothloco.sim.linalg import SPD_FACTOR, SPD_SOLUTION, spd_solve
 from smoothloco.sim.rotation import quat_integrate
 
 FREE_QPOS, FREE_DOF = 7, 6
-# rad/s; the joint friction's tanh reaches 76 % of its value here. Its slope, friction / this
-# speed, acts like damping: at 2 N·m it adds 4 N·m·s/rad, which an explicit 5 ms step still takes.
-JOINT_FRICTION_SPEED = 0.5
+# rad/s; the joint friction's tanh reaches 76 % of its value here. Below it, friction acts like
+# damping of friction / this speed, taken implicitly, so any friction is stable; MuJoCo's friction
+# loss holds a joint still instead. At 0.1 a standing Go2 with friction loss settles as in MuJoCo
+# (tests/test_sim_joint_passive.py); at 0.03 gradients through 1 N·m of it on a Go2 calf grew
+# to 10⁴ and left their finite differences, at 0.5 the robot still crept at 0.03 m/s.
+JOINT_FRICTION_SPEED = 0.1
 
 
 @struct.dataclass
@@ -75,10 +85,13 @@ class Sim:
     kp: jax.Array  # (n_joints,)
     kd: jax.Array  # (n_joints,)
     motor_strength: jax.Array  # (n_joints,) multiplies the PD torque
-    # (n_joints,) N·m, the drives' Coulomb friction, against the joint's motion; smoothed as
-    # tanh(q̇ / JOINT_FRICTION_SPEED) so that it has a gradient (MuJoCo's frictionloss holds a
-    # joint exactly still below it, which an explicit step cannot)
+    # The joints' passive forces (``joint_passive``), the MJCF's values by default. (n_joints,)
+    # N·m, Coulomb friction against the joint's motion (MuJoCo's frictionloss), smoothed as
+    # tanh(q̇ / JOINT_FRICTION_SPEED) so that it has a gradient
     joint_friction: jax.Array
+    joint_damping: jax.Array  # (n_joints,) N·m·s/rad, viscous (MuJoCo's damping)
+    joint_stiffness: jax.Array  # (n_joints,) N·m/rad, a spring toward joint_spring_ref (MuJoCo's stiffness)
+    joint_spring_ref: jax.Array  # (n_joints,) rad (MuJoCo's springref)
     torque_limit: jax.Array  # (n_joints,)
     # (n_joints,) the motors' torque-speed envelope (``RobotSpec``); an infinite velocity limit
     # leaves the torque limit alone
@@ -130,7 +143,7 @@ def make_sim(
         kp=jnp.asarray(robot.kp),
         kd=jnp.asarray(robot.kd),
         motor_strength=jnp.ones(n),
-        joint_friction=jnp.zeros(n),
+        **_joint_passive_parameters(model),
         torque_limit=jnp.asarray(robot.torque_limit),
         saturation_torque=jnp.asarray(robot.saturation_torque),
         velocity_limit=jnp.asarray(velocity_limit, jnp.asarray(robot.torque_limit).dtype),
@@ -141,6 +154,30 @@ def make_sim(
         knee_body_ids=tuple(model.body(b).id for b in robot.knee_bodies),
         terrain=terrain,
     )
+
+
+def _joint_passive_parameters(model: mujoco.MjModel) -> dict[str, jax.Array]:
+    """The MJCF's friction loss, damping and spring of the hinge joints, in dof order."""
+    hinge_dofs, hinge_joints = slice(FREE_DOF, None), model.dof_jntid[FREE_DOF:]
+    values = {
+        "joint_friction": model.dof_frictionloss[hinge_dofs],
+        "joint_damping": model.dof_damping[hinge_dofs],
+        "joint_stiffness": model.jnt_stiffness[hinge_joints],
+        "joint_spring_ref": model.qpos_spring[FREE_QPOS:],
+    }
+    return {key: jnp.asarray(np.asarray(value, float)) for key, value in values.items()}  # the gains' dtype
+
+
+def joint_passive(sim: Sim, joint_position: jax.Array, joint_velocity: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The joints' passive torques f = -k (q - q_ref) - d q̇ - μ tanh(q̇ / JOINT_FRICTION_SPEED)
+    and their damping -∂f/∂q̇ = d + μ (1 - tanh²) / JOINT_FRICTION_SPEED (≥ 0), each (n_joints,)."""
+    slip = jnp.tanh(joint_velocity / JOINT_FRICTION_SPEED)
+    force = (
+        -sim.joint_stiffness * (joint_position - sim.joint_spring_ref)
+        - sim.joint_damping * joint_velocity
+        - sim.joint_friction * slip
+    )
+    return force, sim.joint_damping + sim.joint_friction * (1.0 - slip**2) / JOINT_FRICTION_SPEED
 
 
 def integrate_positions(q: jax.Array, v: jax.Array, dt: float) -> jax.Array:
@@ -216,12 +253,15 @@ def _step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Arr
     q_mid = integrate_positions(state.q, state.v, 0.5 * h)
     dyn = dynamics(sim.tree, q_mid, state.v)
     torque = pd_torque(sim, q_mid, state.v, joint_target)
-    friction = sim.joint_friction * jnp.tanh(state.v[FREE_DOF:] / JOINT_FRICTION_SPEED)
-    generalized_force = jnp.concatenate([jnp.zeros(FREE_DOF, torque.dtype), torque - friction]) - dyn.bias
+    passive, passive_damping = joint_passive(sim, q_mid[FREE_QPOS:], state.v[FREE_DOF:])
+    free_base = jnp.zeros(FREE_DOF, torque.dtype)
+    generalized_force = jnp.concatenate([free_base, torque + passive]) - dyn.bias
+    # The dissipative passive forces taken implicitly (module docstring): M + hK for M throughout.
+    mass_matrix = dyn.mass_matrix + jnp.diag(h * jnp.concatenate([free_base, passive_damping]))
 
     gap, jac = _foot_contacts(sim, dyn)
-    # One factorisation of M for both right-hand sides: the free acceleration and M⁻¹Jᵀ.
-    solved = spd_solve(dyn.mass_matrix, jnp.concatenate([generalized_force[:, None], jac.T], axis=1))
+    # One factorisation of M + hK for both right-hand sides: the free acceleration and (M + hK)⁻¹Jᵀ.
+    solved = spd_solve(mass_matrix, jnp.concatenate([generalized_force[:, None], jac.T], axis=1))
     v_free = state.v + h * solved[:, 0]
     minv_jt = solved[:, 1:]
     free_contact_velocity = jac @ v_free

@@ -41,7 +41,8 @@ def randomize(sim: Sim, rng: jax.Array, config: RandomizationConfig = Randomizat
             "dof_armature": tree.dof_armature.at[-n_joints:].add(
                 draw(jax.random.fold_in(key, 6), config.rotor_armature_per_torque, high) * sim.torque_limit
             ),
-            "joint_friction": draw(jax.random.fold_in(key, 7), config.joint_friction_share, high) * sim.torque_limit,
+            "joint_friction": sim.joint_friction  # the model's own, plus a drawn share of the torque limit
+            + draw(jax.random.fold_in(key, 7), config.joint_friction_share, high) * sim.torque_limit,
         }
 
     return _batched(sim, jax.vmap(sample)(rng))
