@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from smoothloco.deploy.export import EXPORT_DIR, exported
-from smoothloco.deploy.player import FRAME_RATE, Command, Player, Push
+from smoothloco.robot_side.testbench import FRAME_RATE, Command, Player, Push
 from smoothloco.deploy.render import Clip, render_video
 from smoothloco.evaluate.transfer import SIMS, Script, rollout_ours
 from smoothloco.robot import load_robot

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from smoothloco.deploy.export import ExportError, exported
-from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.robot_side.testbench import Player, PolicyContractError
 from smoothloco.evaluate import robustness
 from smoothloco.evaluate.scenarios import run_scenarios
 from smoothloco.evaluate.transfer import SIMS, evaluate_run, robot_mass, write_report

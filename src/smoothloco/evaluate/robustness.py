@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from smoothloco import plotting
-from smoothloco.deploy.player import Imperfections
+from smoothloco.robot_side.testbench import Imperfections
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
 from smoothloco.robot import load_robot
 from smoothloco.tasks import VelocityTaskConfig
-from smoothloco.tasks.velocity import observation_noise, observation_scales
+from smoothloco.tasks.controller import OBS_LAYOUT, observation_layout
 
 METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
 ARMATURE_PER_TORQUE = 0.05 / 80.0  # kg·m² per N·m of torque limit
@@ -35,10 +35,14 @@ class Condition:
     push_speed: float = 1.0  # m/s
 
 
-def sensor_noise(task: VelocityTaskConfig | None = None) -> np.ndarray:
-    """The task's sensor noise levels (legged_gym's) in observation units, for the entries the
-    policy of ``task`` observes (the default observation without one)."""
-    return observation_noise(task) * observation_scales(task)
+def sensor_noise(task: VelocityTaskConfig | None = None) -> dict[str, float]:
+    """legged_gym's noise level (± uniform, in the sensor's own units) of each sensor the
+    controller of ``task`` reads (the default task without one)."""
+    levels = {name: noise for name, _, _, noise in OBS_LAYOUT}
+    sensors = {"base_lin_vel": "base_lin_vel", "base_ang_vel": "base_ang_vel", "gravity": "projected_gravity",
+               "joint_pos": "joint_pos", "joint_vel": "joint_vel"}  # fmt: skip
+    observed = {name for name, *_ in observation_layout(task)}
+    return {sensor: levels[term] for sensor, term in sensors.items() if term in observed}
 
 
 def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
@@ -57,7 +61,7 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
         "nominal": Condition(),
         "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
         "control delay 20 ms": Condition(Imperfections(action_delay=0.020)),
-        "sensor noise (legged_gym levels)": Condition(Imperfections(obs_noise=noise)),
+        "sensor noise (legged_gym levels)": Condition(Imperfections(sensor_noise=noise)),
         "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
         **({"motor torque-speed envelope": Condition(Imperfections(motor_envelope=True))} if envelope else {}),
         "friction 0.3": Condition(friction=0.3),
@@ -67,7 +71,7 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
         "pushes 1.5 m/s": Condition(push_speed=1.5),
         "all combined": Condition(
-            Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
+            Imperfections(action_delay=0.020, sensor_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
                           bumps=0.05, joint_friction=gearbox_friction, joint_damping=gearbox_damping,
                           rotor_armature=armature),
             friction=0.4,

@@ -325,7 +325,7 @@ def state_sizes(config: ControllerConfig) -> dict[str, int]:
 
 def flatten_state(state: ControllerState) -> jax.Array:
     """The memory as one float32 vector (``state_sizes``' order): what the exported graph carries."""
-    return jnp.concatenate([jnp.ravel(leaf) for leaf in state])
+    return jax.lax.concatenate([jnp.ravel(leaf).astype(jnp.float32) for leaf in state], 0)
 
 
 def unflatten_state(config: ControllerConfig, flat: jax.Array) -> ControllerState:
