@@ -16,7 +16,7 @@ import onnxruntime
 import pytest
 from fakes import write_untrained_run
 
-from smoothloco import robot_side
+from smoothloco import bench, robot_side
 from smoothloco.cli import main
 from smoothloco.deploy import render
 from smoothloco.deploy.export import controller_function, deployed_controller, onnx_controller
@@ -205,6 +205,13 @@ def test_the_documented_robot_loop_is_the_one_that_runs(run_dir: Path):
     bench = player.run(commands=[(0.0, 0.5, 0.0, 0.0)], seconds=1.02)  # sample 50: the state after 50 periods
     np.testing.assert_allclose(robot.data.qpos[player.qpos_ids], bench["joint_pos"][50], atol=1e-9)
     assert bench["base_pos"][50, 0] != bench["base_pos"][0, 0]
+
+
+def test_bench_times_the_exported_step_as_a_robot_calls_it(run_dir: Path, capsys):
+    figures = bench.bench_controller(run_dir / "export", calls=300)
+    assert figures["calls"] == 300 and 0 < figures["median_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+    assert main(["bench", "controller"]) == 2
+    assert "bench controller needs --export DIR" in capsys.readouterr().err
 
 
 def _old_contract(c: dict) -> None:
