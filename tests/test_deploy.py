@@ -178,6 +178,14 @@ def test_player_runs_from_the_exported_files_alone(run_fixture: str, request, tm
     assert abs(len(frames) - 60) <= 1  # ~30 Hz
 
 
+def test_an_export_folder_plays_alone(run_dir: Path, tmp_path: Path, monkeypatch):
+    """Copied away from its run (no config.json, no checkpoint, no robot spec), an export plays."""
+    monkeypatch.setattr(render, "BACKENDS", ("no-such-backend",))  # the trajectory is what is checked
+    folder = _copy_export(run_dir, tmp_path / "alone")
+    result = play(folder, commands=[(0.0, 0.5, 0.0, 0.0)], seconds=0.2, out=tmp_path / "alone.mp4")
+    assert np.load(result.trajectory)["joint_pos"].shape == (10, 12)
+
+
 def test_the_robot_side_needs_only_numpy_mujoco_onnxruntime(run_dir: Path, tmp_path: Path):
     """Copied under another name, the robot-side folder runs an export and pulls in no JAX and
     no smoothloco."""

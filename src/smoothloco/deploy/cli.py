@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
         help="run a policy and render a captioned video (MuJoCo through the export, or our simulator)",
         description="Run a run's policy from standing and write a video (MP4, GIF fallback) and a trajectory (.npz).",
     )
-    play_parser.add_argument("run", metavar="RUN", help="run folder")
+    play_parser.add_argument("run", metavar="RUN", help="run folder (with --sim mujoco also an export folder alone)")
     play_parser.add_argument(
         "--sim",
         choices=SIMS,
