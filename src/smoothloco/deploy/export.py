@@ -188,6 +188,10 @@ def contract(run: LoadedRun, task: VelocityTask, names: list[str], sizes: list[i
             "iteration": run.iteration,
             # the motor delays the policy trained under (s; the robot's own latency should lie within)
             "trained_action_delay": list(cfg.randomization.action_delay) if cfg.randomization.enabled else [0.0, 0.0],
+            # the ground friction and added base mass (kg) ranges trained on: an evaluation of the
+            # export alone judges it at their corners, as an evaluation of the run does
+            "trained_friction": list(cfg.randomization.friction),
+            "trained_added_base_mass": list(cfg.randomization.added_base_mass),
             "env_steps": run.env_steps,
             "contact": cfg.contact,
             "robot_spec": cfg.robot,

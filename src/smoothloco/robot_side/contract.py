@@ -301,6 +301,11 @@ class Contract:
             )
 
 
+    @property
+    def mass(self) -> float:
+        """Total mass of the robot model (kg)."""
+        return float(self.mj_model.body_mass.sum())
+
     def _load_controller(self, controller: dict, sha256: str) -> None:
         onnx_file = self.export_dir / controller["file"]
         if not onnx_file.is_file():
