@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from brax.envs.base import Env, State
 
-from smoothloco.deploy.player import Imperfections, command_schedule
+from smoothloco.robot_side.testbench import Imperfections, command_schedule
 from smoothloco.robot import RobotSpec, load_robot
 from smoothloco.robot.loading import ASSETS
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig

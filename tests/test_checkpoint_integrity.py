@@ -12,7 +12,7 @@ import pytest
 from flax import serialization
 
 from smoothloco.deploy import export
-from smoothloco.deploy.player import PolicyContractError
+from smoothloco.robot_side.contract import PolicyContractError
 from smoothloco.tasks import VelocityTask
 from smoothloco.train import checkpoint, runner
 from smoothloco.train.checkpoint import CheckpointError
@@ -152,14 +152,14 @@ def test_a_failed_export_leaves_the_good_one(shac_run, tmp_path: Path, monkeypat
     out = tmp_path / "deploy"
     assert export.export_run(run, out) == out
     good = _export_files(out)
-    assert sorted(good) == ["policy.json", "policy.onnx", "robot.xml"]
+    assert sorted(good) == sorted(export.EXPORT_FILES)
     contract = json.loads(good["policy.json"])
-    assert contract["source"]["onnx_sha256"] == hashlib.sha256(good["policy.onnx"]).hexdigest()
+    assert contract["source"]["onnx_sha256"] == hashlib.sha256(good["controller.onnx"]).hexdigest()
 
     def refusing_player(folder):
         raise PolicyContractError(f"{folder}: refused")
 
-    monkeypatch.setattr(export.player, "Player", refusing_player)  # fails after every file is written
+    monkeypatch.setattr(export, "Player", refusing_player)  # fails after the graph and contract are written
     with pytest.raises(PolicyContractError):
         export.export_run(run, out)
     monkeypatch.undo()

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from smoothloco.cli import main
 from smoothloco.deploy.export import export_run
-from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.robot_side.testbench import Player, PolicyContractError
 from smoothloco.robot.loading import ASSETS, SPEC_KEYS, load_spec_file
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import cli as train_cli

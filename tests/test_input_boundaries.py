@@ -16,7 +16,7 @@ from fakes import write_untrained_run
 
 from smoothloco.cli import main
 from smoothloco.deploy.export import ExportError, export_run, exported
-from smoothloco.deploy.player import Player, PolicyContractError
+from smoothloco.robot_side.testbench import Player, PolicyContractError
 from smoothloco.evaluate import study
 from smoothloco.robot.loading import ASSETS, load_robot
 from smoothloco.tasks import VelocityTaskConfig
@@ -224,17 +224,15 @@ def _contract_edit(two_runs, tmp_path: Path, change) -> Path:
         (lambda c: c["joints"].update(kd=[-2.0] * 12), "joints.kd must hold numbers >= 0"),
         (lambda c: c["joints"].update(torque_limit=[-80.0] * 12), "joints.torque_limit must hold numbers > 0"),
         (lambda c: c["joints"].update(kp=[True] * 12), "joints.kp must be a list of numbers"),
-        (lambda c: c["action"].update(scale=-0.5), "action.scale must be > 0"),
-        (lambda c: c["action"].update(scale=0), "action.scale must be > 0"),
         (lambda c: c["robot"].pop("model_hash"), "missing field robot.model_hash"),
         (lambda c: c["robot"].update(foot_geoms=[]), "robot.foot_geoms must name at least one geom"),
         (lambda c: c["joints"]["default_pose"].__setitem__(0, 3.4e38), "default_pose puts \\['LF_HAA'\\] outside"),
         (lambda c: c["motors"].update(velocity_limit=[5e-324] * 12, saturation_torque=[80.0] * 12),
          "motors.velocity_limit must be >= 0.01 rad/s"),
-        (lambda c: c["observation"]["terms"][0].update(scale=[1e300] * 3), "scale must be within ±1e\\+06"),
         (lambda c: c["joints"].update(names=[["LF_HAA"]] * 12), "joints.names must be a list of names"),
         (lambda c: c["timing"].update(control_dt=1e-9, sim_dt=1e-9), "timing.sim_dt must be >= 1e-05 s"),
-        (lambda c: c["observation"]["velocity_trim"].update(hold=1e308), "velocity_trim.hold must be <= 3600 s"),
+        (lambda c: c["controller"].update(state_size=0), "controller.state_size must be >= 1"),
+        (lambda c: c["controller"]["inputs"].reverse(), "controller.inputs must end with the command and the state"),
     ],
 )
 def test_the_player_refuses_a_contract_it_cannot_honour(two_runs, tmp_path: Path, change, message):
@@ -247,9 +245,9 @@ def test_the_player_refuses_a_contract_it_cannot_honour(two_runs, tmp_path: Path
 def test_the_player_refuses_flipped_bytes_even_without_a_recorded_checksum(two_runs, tmp_path: Path):
     """Deleting the checksum does not turn the check off: the contract is then refused."""
     folder = _contract_edit(two_runs, tmp_path, lambda c: c["source"].pop("onnx_sha256"))
-    onnx = bytearray((folder / "policy.onnx").read_bytes())
+    onnx = bytearray((folder / "controller.onnx").read_bytes())
     onnx[-10] ^= 0xFF
-    (folder / "policy.onnx").write_bytes(bytes(onnx))
+    (folder / "controller.onnx").write_bytes(bytes(onnx))
     with pytest.raises(PolicyContractError, match="onnx_sha256"):
         Player(folder)
 

@@ -24,9 +24,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Shared helpers with no smoothloco dependencies of their own (stdlib, JAX, matplotlib).
     ("base", ("smoothloco", "smoothloco.argtypes", "smoothloco.parallel", "smoothloco.plotting",
               "smoothloco.quiet", "smoothloco.validation")),
-    # The deployment contract's reference reader imports nothing from smoothloco (it is copied
-    # next to an export), so everything above may use its command and push types.
-    ("standalone player", ("smoothloco.deploy", "smoothloco.deploy.player")),
+    # What runs beside an export (contract reader, robot-side loop, MuJoCo test bench) imports
+    # nothing from smoothloco but its own folder (it is copied next to an export), so everything
+    # above may use its command and push types and its MuJoCo settings.
+    ("robot side", ("smoothloco.robot_side", "smoothloco.robot_side.*")),
     ("robot", ("smoothloco.robot", "smoothloco.robot.*")),
     ("sim", ("smoothloco.sim", "smoothloco.sim.*")),
     ("tasks", ("smoothloco.tasks", "smoothloco.tasks.*")),
@@ -36,7 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("agents", ("smoothloco.train", "smoothloco.train.networks", "smoothloco.train.shac", "smoothloco.train.ppo")),
     ("runs", ("smoothloco.train.runs", "smoothloco.train.checkpoint", "smoothloco.train.run_folder")),
     ("train loop", ("smoothloco.train.runner",)),
-    ("deploy / evaluate", ("smoothloco.deploy.render",
+    ("deploy / evaluate", ("smoothloco.deploy", "smoothloco.deploy.render",
                            "smoothloco.deploy.export", "smoothloco.deploy.play", "smoothloco.evaluate.transfer",
                            "smoothloco.evaluate.gradients", "smoothloco.evaluate.robustness")),
     ("experiments", ("smoothloco.train.compare", "smoothloco.train.frontier", "smoothloco.evaluate.study", "smoothloco.bench")),
@@ -192,10 +193,15 @@ def test_every_late_import_says_why():
     assert not unexplained, f"late imports without a '# {LATE_IMPORT_MARK}: why' comment:\n" + "\n".join(unexplained)
 
 
-def test_the_player_imports_only_numpy_mujoco_onnxruntime():
+def test_the_robot_side_imports_only_numpy_mujoco_onnxruntime_and_itself():
     allowed = {"numpy", "mujoco", "onnxruntime", "__future__"} | set(sys.stdlib_module_names)
-    names = {i.target.split(".")[0] for i in imports_of("smoothloco.deploy.player")}
-    assert names <= allowed, f"deploy/player.py must stay standalone; it imports {sorted(names - allowed)}"
+    for module in (m for m in MODULES if m.startswith("smoothloco.robot_side")):
+        relative = all(i.target.startswith("smoothloco.robot_side") for i in imports_of(module) if i.target.startswith("smoothloco"))
+        names = {i.target.split(".")[0] for i in imports_of(module)} - {"smoothloco"}
+        assert relative and names <= allowed, f"{module} must stay standalone; it imports {sorted(names - allowed)}"
+        absolute = [n for n in ast.walk(ast.parse(MODULES[module].read_text())) if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").startswith("smoothloco")]  # fmt: skip
+        assert not absolute, f"{module}: import the folder's own modules relatively, so it runs under any name"
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import pytest
 from fakes import published, write_untrained_run
 
 from smoothloco.cli import main
-from smoothloco.deploy.export import export_run
-from smoothloco.deploy.player import Player
+from smoothloco.deploy.export import EXPORT_FILES, export_run
+from smoothloco.robot_side.testbench import Player
 from smoothloco.robot import RobotSpecError, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
 from smoothloco.sim.check import stand_in_mujoco, unmodelled_properties
@@ -90,7 +90,7 @@ def test_a_published_model_exports_and_the_player_loads_it(tmp_path: Path, monke
     out = export_run(run)
     contract = json.loads((out / "policy.json").read_text())
     assert contract["robot"]["model_hash"] == load_spec_file(spec).model_hash
-    assert sorted(p.name for p in out.iterdir()) == ["policy.json", "policy.onnx", "robot.xml"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(EXPORT_FILES)
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     Player(out)  # loads the one exported file, hash checked

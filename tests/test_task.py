@@ -18,6 +18,7 @@ from smoothloco.tasks import (
     VelocityTrimConfig,
     randomize,
 )
+from smoothloco.tasks import controller
 from smoothloco.tasks.config import CommandConfig
 from smoothloco.tasks.velocity import observation_slice
 
@@ -68,7 +69,7 @@ def test_trot_generator_lifts_diagonal_pairs_in_turn():
     task = VelocityTask(VelocityTaskConfig(gait=GaitConfig(frequency=2.0, hip_amplitude=0.3), **QUIET))
 
     def body(s, _):
-        phase = s.info["gait_phase"]
+        phase = s.info["controller"].phase
         s, contact = task.step_with_contact(s, jnp.zeros(12))
         return s, (phase, contact.gap, s.done)
 
@@ -380,7 +381,7 @@ def test_the_average_velocity_error_follows_command_minus_measured():
     window = 0.5
     task = VelocityTask(VelocityTaskConfig(velocity_error_window=window, obs_noise=0.0, commands=CommandConfig(zero_probability=0.0), **QUIET))
     state = jax.jit(task.reset)(jax.random.PRNGKey(1))
-    assert float(jnp.abs(state.info["velocity_error_average"]).max()) == 0.0
+    assert float(jnp.abs(state.info["controller"].error_average).max()) == 0.0
     keep, average = np.exp(-task.config.control_dt / window), np.zeros(3)
     step = jax.jit(task.step)
     for _ in range(5):
@@ -389,34 +390,83 @@ def test_the_average_velocity_error_follows_command_minus_measured():
         body_velocity = np.asarray(rotate_inverse(physics.q[3:7], physics.v[:3]))
         measured = np.array([body_velocity[0], body_velocity[1], float(physics.v[5])])
         average = keep * average + (1 - keep) * (np.asarray(state.info["command"]) - measured)
-    np.testing.assert_allclose(np.asarray(state.info["velocity_error_average"]), average, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(state.info["controller"].error_average), average, atol=1e-5)
     scale = 2.0  # the term's scale in OBS_LAYOUT
     np.testing.assert_allclose(np.asarray(state.obs[observation_slice(task.config, "velocity_error_average")]), scale * average, atol=1e-5)
     assert np.abs(average).max() > 0.05  # the command is not met from standing: the average sees it
 
 
 def test_velocity_trim_integrates_the_average_error_after_the_hold():
-    trim_config = VelocityTrimConfig(rate=2.0, hold=0.1, freeze=0.4, limit=0.5)
-    task = VelocityTask(VelocityTaskConfig(velocity_trim=trim_config, **QUIET))
+    trim_config = VelocityTrimConfig(rate=2.0, hold=0.1, freeze=0.4, limit=0.5, restart_tolerance=0.1)
+    task = VelocityTask(VelocityTaskConfig(velocity_trim=trim_config, **QUIET).quiet())
     dt, hold_steps = task.config.control_dt, 5
     walk = jnp.array([0.5, 0.0, 0.2])
-    info = {"command": walk, "trim_command": walk, "velocity_trim": jnp.array([0.1, 0.0, 0.0]), "trim_steps": jnp.array(hold_steps - 1)}
+    before = controller.initial_state(task.controller)._replace(
+        trim=jnp.array([0.1, 0.0, 0.0]), trim_command=walk, trim_steps=jnp.array(hold_steps - 1.0)
+    )
 
-    def after(**changes):
-        return {k: np.asarray(v) for k, v in task.velocity_trim_update({**info, **changes}).items()}
+    def after(command=walk, **changes):
+        return controller.trim_update(task.controller, command, before._replace(**changes))
 
     small, large = jnp.array([0.1, -0.05, 0.3]), jnp.array([0.3, 0.3, 0.0])  # planar norms 0.11, 0.42
-    moved = after(velocity_error_average=small)
-    assert moved["trim_steps"] == hold_steps
-    np.testing.assert_allclose(moved["velocity_trim"], [0.1 + 2 * dt * 0.1, -2 * dt * 0.05, 2 * dt * 0.3], atol=1e-7)
-    held = after(velocity_error_average=small, trim_steps=jnp.array(hold_steps - 2))  # still within the hold
-    np.testing.assert_array_equal(held["velocity_trim"], info["velocity_trim"])
-    np.testing.assert_array_equal(after(velocity_error_average=large)["velocity_trim"], info["velocity_trim"])  # frozen
-    standing_still = after(velocity_error_average=small, command=jnp.array([0.05, 0.0, 0.0]))
-    np.testing.assert_array_equal(standing_still["velocity_trim"], 0.0)  # a new command: restarted, and standing
-    assert standing_still["trim_steps"] == 0
-    clipped = after(velocity_error_average=small, velocity_trim=jnp.array([0.5, -0.5, 0.0]))
-    np.testing.assert_allclose(clipped["velocity_trim"], [0.5, -0.5, 2 * dt * 0.3], atol=1e-7)
+    moved = after(error_average=small)
+    assert moved.trim_steps == hold_steps
+    np.testing.assert_allclose(moved.trim, [0.1 + 2 * dt * 0.1, -2 * dt * 0.05, 2 * dt * 0.3], atol=1e-7)
+    held = after(error_average=small, trim_steps=jnp.array(hold_steps - 2.0))  # still within the hold
+    np.testing.assert_array_equal(held.trim, before.trim)
+    np.testing.assert_array_equal(after(error_average=large).trim, before.trim)  # frozen
+    standing_still = after(jnp.array([0.05, 0.0, 0.0]), error_average=small)
+    np.testing.assert_array_equal(standing_still.trim, 0.0)  # a new command: restarted, and standing
+    assert standing_still.trim_steps == 0
+    clipped = after(error_average=small, trim=jnp.array([0.5, -0.5, 0.0]))
+    np.testing.assert_allclose(clipped.trim, [0.5, -0.5, 2 * dt * 0.3], atol=1e-7)
+
+
+def test_the_trim_restarts_for_a_new_command_not_for_a_joystick_s_small_changes():
+    """A command within the restart tolerance of the one the trim was started for keeps the trim
+    and that reference; one further away restarts it, for itself."""
+    task = VelocityTask(VelocityTaskConfig(**QUIET).quiet())
+    tolerance = task.config.velocity_trim.restart_tolerance
+    walk = jnp.array([0.8, 0.0, 0.0])
+    running = controller.initial_state(task.controller)._replace(
+        trim=jnp.array([0.1, 0.0, 0.0]), trim_command=walk, trim_steps=jnp.array(100.0), error_average=jnp.full(3, 0.05)
+    )
+    update = jax.jit(lambda command, state: controller.trim_update(task.controller, command, state))
+    jitter = walk + jnp.array([1e-3, -1e-3, 1e-3])
+    kept = update(jitter, running)
+    np.testing.assert_array_equal(kept.trim_command, walk)  # the reference stays: noise cannot drift it away
+    assert float(kept.trim[0]) > 0.1
+    near = update(walk + jnp.array([0.9 * tolerance, 0.0, 0.0]), running)
+    np.testing.assert_array_equal(near.trim_command, walk)
+    far = walk + jnp.array([0.0, 0.8 * tolerance, 0.8 * tolerance])  # norm 1.13 tolerance
+    restarted = update(far, running)
+    np.testing.assert_array_equal(restarted.trim, 0.0)
+    np.testing.assert_array_equal(restarted.trim_command, far)
+    assert restarted.trim_steps == 0
+
+
+def test_a_ramping_jittering_command_keeps_the_trim_working():
+    """Over a command that changes every period (a ramp to 0.6 m/s, then ±1e-3 noise), the trim
+    integrates as it does for the constant command it settles on; restarting at every change,
+    as a zero tolerance does, keeps it at zero."""
+    rng = np.random.default_rng(0)
+    steps = 150
+    ramp = np.minimum(np.arange(steps) * 0.02 / 1.0, 0.6)  # 0.6 m/s after 30 periods
+    commands = np.stack([ramp, np.zeros(steps), np.zeros(steps)], axis=1) + rng.uniform(-1e-3, 1e-3, (steps, 3))
+    trims = {}
+    for tolerance in (0.0, 0.1):
+        config = VelocityTaskConfig(velocity_trim=VelocityTrimConfig(restart_tolerance=tolerance), **QUIET).quiet()
+        task = VelocityTask(config)
+        state = controller.initial_state(task.controller)
+        sensors = controller.Sensors(
+            joint_pos=jnp.asarray(task.robot.default_pose), joint_vel=jnp.zeros(12), base_ang_vel=jnp.zeros(3),
+            gravity=jnp.array([0.0, 0.0, -1.0]), base_lin_vel=jnp.array([0.45, 0.0, 0.0]),
+        )  # fmt: skip
+        observe = jax.jit(lambda c, s: controller.observe(task.controller, sensors, c, s)[1])
+        for command in commands:  # a robot walking at 0.45 m/s whatever it is asked
+            state = controller.act(task.controller, jnp.zeros(12), observe(jnp.asarray(command, jnp.float32), state))[1]
+        trims[tolerance] = float(state.trim[0])
+    assert trims[0.0] == 0.0 < 0.05 < trims[0.1]
 
 
 def test_the_observed_command_carries_the_trim_where_the_loop_is_closed():
@@ -430,10 +480,10 @@ def test_the_observed_command_carries_the_trim_where_the_loop_is_closed():
         step = jax.jit(task.step)
         for _ in range(30):  # standing still on a walking command: the average error grows, then the trim
             state = step(state, jnp.zeros(12))
-        trim = np.asarray(state.info["velocity_trim"])
+        trim = np.asarray(state.info["controller"].trim)
         assert (trim[0] > 0.01) == closed
         np.testing.assert_allclose(state.obs[observation_slice(config, "command")], command + trim, atol=1e-6)
-    assert int(state.info["trim_steps"]) == 30
+    assert int(state.info["controller"].trim_steps) == round(config.velocity_trim.hold / config.control_dt)  # saturated
     for off in (dict(velocity_trim=VelocityTrimConfig(rate=0.0)), dict(velocity_error_window=0.0),
                 dict(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0))):  # fmt: skip
         assert not VelocityTaskConfig(**off).trims_command

@@ -11,7 +11,7 @@ from fakes import FakePlayer, write_untrained_run
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.evaluate.transfer import evaluate_run, rollout_ours, write_report
-from smoothloco.tasks import RandomizationConfig, VelocityTaskConfig
+from smoothloco.tasks import GaitConfig, RandomizationConfig, VelocityTaskConfig
 from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
 
@@ -93,3 +93,35 @@ def test_eval_command_line_reports_a_folder_that_is_not_a_run(tmp_path: Path, ca
 
     args = build_parser().parse_args(["eval", str(tmp_path), "--sim", "hard"])
     assert args.func(args) == 2 and "not a run folder" in capsys.readouterr().err
+
+
+def test_an_export_folder_is_judged_from_its_contract_alone(tmp_path: Path, capsys):
+    """Copied away from its run and robot spec, an export carries what its evaluation needs: the
+    ranges it trained on (the mismatch corners), its sensors, drives and motors (the robustness
+    suite), its mass; only MuJoCo runs it."""
+    from smoothloco.cli import build_parser
+    from smoothloco.deploy.export import EXPORT_FILES, export_run
+    from smoothloco.evaluate import robustness
+    from smoothloco.evaluate.cli import export_scenarios
+    from smoothloco.robot import load_robot
+    from smoothloco.robot_side.testbench import Player
+
+    run = tmp_path / "run"
+    task = VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0))
+    write_untrained_run(run, SHACConfig(num_envs=4, horizon=2, critic_minibatches=2, actor_hidden=(16,)), task=task)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for name in EXPORT_FILES:
+        (alone / name).write_bytes((export_run(run) / name).read_bytes())
+    player = Player(alone)
+    assert export_scenarios(player) == run_scenarios(task)
+    assert player.mass == pytest.approx(load_robot(task.robot).mass)
+    suite, expected = robustness.export_conditions(player), robustness.conditions(task)
+    assert list(suite) == list(expected)
+    for name, condition in suite.items():  # the drives' figures pass through float32 in the contract
+        for field, value in condition.imperfections._asdict().items():
+            other = getattr(expected[name].imperfections, field)
+            assert value == (pytest.approx(other, rel=1e-6) if isinstance(other, float) else other), (name, field)
+    assert "base_lin_vel" not in suite["all combined"].imperfections.sensor_noise  # a blind policy's export
+    args = build_parser().parse_args(["eval", str(alone), "--sim", "hard"])
+    assert args.func(args) == 2 and "an export folder runs in MuJoCo" in capsys.readouterr().err

@@ -1,13 +1,15 @@
 """Throughput benchmarks: figures measured side by side in one run, printed as a table.
 
 Every figure is simulation (or control) steps per second summed over the batch. CPU time over
-wall time shows how many cores did the work.
+wall time shows how many cores did the work. ``bench_controller`` is the exception: the latency
+of one call of an exported controller, as a robot's control loop sees it.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import jax
@@ -18,9 +20,11 @@ from brax.envs.wrappers import training
 from mujoco import mjx
 from mujoco import rollout as mj_rollout
 
-from smoothloco.deploy.player import IMPRATIO
 from smoothloco.parallel import shard_batch
 from smoothloco.robot import RobotSpec, anymal_c
+from smoothloco.robot_side.contract import Contract
+from smoothloco.robot_side.loop import Controller
+from smoothloco.robot_side.testbench import IMPRATIO
 from smoothloco.sim import DEFAULT_SHARPNESS, SimState, initial_state, make_sim, rollout
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 
@@ -163,7 +167,7 @@ def _mujoco_defaults(robot: RobotSpec) -> mujoco.MjModel:
 
 
 def _mujoco_stiff(robot: RobotSpec) -> mujoco.MjModel:
-    """The transfer judge's settings: elliptic cone and impratio 100 (``deploy.player``)."""
+    """The transfer judge's settings: elliptic cone and impratio 100 (``robot_side.testbench``)."""
     model = pd_servo_model(robot)
     model.opt.cone, model.opt.impratio = mujoco.mjtCone.mjCONE_ELLIPTIC, IMPRATIO
     return model
@@ -313,3 +317,26 @@ def sweep_sim_dt(
             }
         )
     return results
+
+
+CONTROLLER_CALLS = 10_000
+
+
+def bench_controller(export_dir: str | Path, calls: int = CONTROLLER_CALLS) -> dict:
+    """Latency of one call of the exported controller graph as a robot makes it: onnxruntime on
+    one thread, batch 1, the inputs of the export's reference trajectory in turn (the state
+    carried as the robot carries it). Median, 99th percentile and maximum in ms."""
+    contract = Contract(export_dir)
+    controller = Controller(contract)
+    rows = np.load(contract.reference_file)
+    sensors = [{name: rows[name][k] for name in controller.sensors} for k in range(len(rows["command"]))]
+    seconds = np.empty(calls)
+    for i in range(calls):
+        k = i % len(sensors)
+        if rows["episode_start"][k]:
+            controller.reset()
+        start = time.perf_counter()
+        controller(sensors[k], rows["command"][k])
+        seconds[i] = time.perf_counter() - start
+    ms = seconds * 1e3
+    return {"calls": calls, "median_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}

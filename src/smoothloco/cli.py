@@ -22,6 +22,7 @@ from smoothloco.evaluate import study
 from smoothloco.parallel import request_host_devices
 from smoothloco.quiet import quiet_cache_loads
 from smoothloco.robot import BUNDLED_ROBOTS, load_robot
+from smoothloco.robot_side.contract import PolicyContractError
 from smoothloco.sim import check
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train import cli as train_cli
@@ -30,6 +31,22 @@ from smoothloco.validation import one_line
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.target == "controller":
+        if args.export is None:
+            print("error: bench controller needs --export DIR (an export folder)", file=sys.stderr)
+            return 2
+        try:
+            figures = bench.bench_controller(args.export)
+        except PolicyContractError as exc:
+            print(f"error: {one_line(exc)}", file=sys.stderr)
+            return 2
+        print(
+            f"exported controller step, onnxruntime on 1 thread, batch 1, {figures['calls']} calls: "
+            f"median {figures['median_ms']:.3f} ms, p99 {figures['p99_ms']:.3f} ms, max {figures['max_ms']:.3f} ms"
+        )
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures, indent=2))
+        return 0
     if args.target == "dt":
         rows = bench.sweep_sim_dt()
         print(f"hard contact, trot-like gaits, 1 s, against dt = {rows[0]['reference_dt']} s")
@@ -155,8 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", allow_abbrev=False, help="throughput of the simulator or the task, printed as a table"
     )
     bench_parser.add_argument(
-        "target", choices=["sim", "task", "dt"], help="what to measure (dt: hard-contact accuracy against the step size)"
+        "target",
+        choices=["sim", "task", "dt", "controller"],
+        help="what to measure (dt: hard-contact accuracy against the step size; controller: the latency of an "
+        "exported controller's step, with --export)",
     )
+    bench_parser.add_argument("--export", metavar="DIR", help="export folder for bench controller")
     bench_parser.add_argument("--batch", type=positive_int, default=256, help="environments in the batch (default 256)")
     bench_parser.add_argument("--steps", type=positive_int, default=100, help="steps per timed forward rollout (default 100)")
     bench_parser.add_argument(

@@ -27,7 +27,7 @@
    ``TF_CPP_MIN_LOG_LEVEL`` instead would have hidden every XLA error of the process.
 
 Only the standard library is imported at the top: this module is loaded with the package, by
-``deploy.player``'s users too, which must not need JAX.
+``robot_side``'s users too, which must not need JAX.
 """
 
 from __future__ import annotations

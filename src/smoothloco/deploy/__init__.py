@@ -1,6 +1,3 @@
-"""Deploy layer: ONNX export with its contract (``export``), the standalone MuJoCo player
-(``player``), offscreen video (``render``) and ``smoothloco export / play`` (``cli``).
-
-Nothing is imported here: ``player`` must stay importable without JAX (it is the contract's
-reference reader), so each module is imported by its own name.
-"""
+"""Deploy layer: the controller's ONNX export with its contract (``export``), watching a run's
+policy (``play``), offscreen video (``render``) and ``smoothloco export / play`` (``cli``). What
+runs beside an export without JAX is ``smoothloco.robot_side``."""

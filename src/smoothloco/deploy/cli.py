@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from smoothloco.argtypes import seconds_up_to
-from smoothloco.deploy.export import ExportError, export_run
+from smoothloco.deploy.export import EXPORT_FILES, ExportError, export_run
 from smoothloco.deploy.play import DEFAULT_COMMANDS, SIMS, play
-from smoothloco.deploy.player import PolicyContractError
+from smoothloco.robot_side.contract import PolicyContractError
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.validation import one_line
 
@@ -39,8 +39,8 @@ def add_parser(sub) -> None:
     export = sub.add_parser(
         "export",
         allow_abbrev=False,
-        help="write RUN/export/: policy.onnx, policy.json (the deployment contract) and robot.xml",
-        description="Export a run's deterministic policy to ONNX with its contract, checked against the JAX policy.",
+        help="write RUN/export/: controller.onnx, policy.json (the deployment contract), robot.xml, reference.npz",
+        description="Export a run's controller (observation, memory and network) as one ONNX graph with its contract, checked against the JAX controller step.",
     )
     export.add_argument("run", metavar="RUN", help="run folder (holds config.json and checkpoint.msgpack)")
     export.add_argument("--out", metavar="DIR", help="export folder (default RUN/export)")
@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
         help="run a policy and render a captioned video (MuJoCo through the export, or our simulator)",
         description="Run a run's policy from standing and write a video (MP4, GIF fallback) and a trajectory (.npz).",
     )
-    play_parser.add_argument("run", metavar="RUN", help="run folder")
+    play_parser.add_argument("run", metavar="RUN", help="run folder (with --sim mujoco also an export folder alone)")
     play_parser.add_argument(
         "--sim",
         choices=SIMS,
@@ -91,7 +91,7 @@ def run_export(args: argparse.Namespace) -> int:
     except (CheckpointError, ExportError, PolicyContractError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
-    print(f"wrote {out}/policy.onnx, policy.json, robot.xml")
+    print(f"wrote {out}: {', '.join(EXPORT_FILES)}")
     return 0
 
 

@@ -1,199 +1,160 @@
-"""Deployment artifacts of a run: ``policy.onnx``, ``policy.json`` (the contract) and ``robot.xml``.
+"""Deployment artifacts of a run: ``controller.onnx``, ``policy.json`` (the contract),
+``robot.xml`` and ``reference.npz``.
 
-The ONNX graph is written with ``onnx.helper`` from the policy's Dense layers rather than by a
-JAX-to-ONNX converter: jax2onnx, the maintained one, resolves against our pins only as an old
-release (0.13) that fails to load some of its plugins with jax 0.9.2 and brings some twenty
-packages (huggingface_hub, netron, ...) for what is here a handful of nodes. Generality is kept
-where it matters: any MLP policy whose deterministic action is ``tanh`` of its first outputs
-(our SHAC actor, Brax's PPO network) exports, and every export is checked against the run's own
-JAX policy function before anything is written.
+``controller.onnx`` is the controller step itself (``tasks.controller.step`` with the run's
+network), converted by jax2onnx: the same function the task trains and evaluates through, so
+the robot side holds no copy of the observation, memory, gait clock or trim. Converting the
+JAX function, rather than writing the graph by hand, keeps one definition: any network the run's
+policy function expresses (our SHAC actor, Brax's PPO network) and any change to the controller
+export without an exporter to teach. Every export is checked against the JAX step over a
+recorded MuJoCo trajectory (``reference.npz``, which the folder keeps for ports) before anything
+is written.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
-import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import onnx
-import onnxruntime
-from onnx import TensorProto, helper, numpy_helper
 
 from smoothloco import __version__
-from smoothloco.deploy import player
-from smoothloco.tasks import VelocityTask, gait
-from smoothloco.tasks.velocity import STANDING_COMMAND, observation_layout, observation_scales
+from smoothloco.robot_side import contract as robot_contract
+from smoothloco.robot_side.testbench import Command, Player
+from smoothloco.tasks import VelocityTask, controller
 from smoothloco.train.checkpoint import CHECKPOINT_NAME
-from smoothloco.train.networks import actor_obs
 from smoothloco.train.runs import LoadedRun, load_run
 from smoothloco.validation import shown
 
 EXPORT_DIR = "export"
-EXPORT_FILES = ("robot.xml", "policy.onnx", "policy.json")  # policy.json last: it names the others
-INPUT_NAME, OUTPUT_NAME = "obs", "actions"
+# policy.json last: it names the others
+EXPORT_FILES = ("robot.xml", "controller.onnx", "reference.npz", "policy.json")
 OPSET = 17  # what onnxruntime releases of the last years on robot computers all run
-TOLERANCE = 1e-5  # max |ONNX - JAX| accepted on random observations
+TOLERANCE = 1e-5  # max |ONNX - JAX| accepted over the reference trajectory, every output
+# The reference trajectory: two episodes from standing in MuJoCo (the second starts from the reset
+# state), each with a command change.
+REFERENCE_EPISODES: tuple[tuple[tuple[Command, ...], float], ...] = (
+    (((0.0, 0.5, 0.0, 0.0), (1.5, 0.0, 0.3, 0.4)), 3.0),
+    (((0.0, 0.0, 0.0, 0.0), (0.5, 0.8, 0.0, -0.2)), 1.5),
+)
 
 
 class ExportError(RuntimeError):
     """The run's policy cannot be written as the deployment artifact."""
 
 
-@dataclass(frozen=True)
-class MlpPolicy:
-    """A deterministic MLP policy: ``tanh(mlp((obs - mean) / std)[:action_size])``."""
-
-    mean: np.ndarray
-    std: np.ndarray
-    layers: tuple[tuple[np.ndarray, np.ndarray], ...]  # (kernel (in, out), bias (out,)), input to output
-    action_size: int
-    activation: str = "Elu"  # ONNX operator between layers (flax and Brax networks here use ELU)
+def deployed_controller(task: VelocityTask) -> controller.ControllerConfig:
+    """The controller the robot runs: the task's, with the velocity trim's loop closed."""
+    closed = replace(task.config.velocity_trim, closed_loop=True)
+    return controller.ControllerConfig.from_task(replace(task.config, velocity_trim=closed), task.robot)
 
 
-def mlp_policy(run: LoadedRun, action_size: int) -> MlpPolicy:
-    """Read normalizer statistics and Dense layers from a run's ``(normalizer, actor params)``.
-
-    Dense layers are found by their ``kernel``/``bias`` leaves and ordered by the trailing
-    number of their names (flax ``Dense_0..``, Brax ``hidden_0..``), so the exporter does not
-    depend on one network's module names.
-    """
-    normalizer, actor_params = run.params
-    layers: list[tuple[str, tuple[np.ndarray, np.ndarray]]] = []
-
-    def collect(tree, path: str) -> None:
-        if hasattr(tree, "items"):  # dict or FrozenDict
-            if "kernel" in tree and "bias" in tree:
-                layers.append((path, (np.asarray(tree["kernel"], np.float32), np.asarray(tree["bias"], np.float32))))
-                return
-            for key, sub in tree.items():
-                collect(sub, f"{path}/{key}")
-
-    collect(actor_params, "")
-    if not layers:
-        raise ExportError(f"no Dense layers (kernel/bias) in the actor parameters of {run.run_dir}")
-    natural = lambda item: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", item[0])]  # noqa: E731
-    ordered = tuple(layer for _, layer in sorted(layers, key=natural))
-    mean = np.asarray(actor_obs(normalizer.mean), np.float32)
-    std = np.asarray(actor_obs(normalizer.std), np.float32)
-    for (k_in, _), (k_out, _) in itertools.pairwise(ordered):
-        if k_in.shape[1] != k_out.shape[0]:
-            raise ExportError(f"Dense layers do not chain: {k_in.shape} then {k_out.shape}")
-    if ordered[0][0].shape[0] != mean.shape[0] or ordered[-1][0].shape[1] < action_size:
-        raise ExportError(
-            f"network maps {ordered[0][0].shape[0]} inputs to {ordered[-1][0].shape[1]} outputs; "
-            f"expected {mean.shape[0]} observations to at least {action_size} actions"
-        )
-    return MlpPolicy(mean, std, ordered, action_size)
+def sensor_inputs(task: VelocityTask) -> tuple[str, ...]:
+    """The graph's sensor inputs: all of ``robot_side.contract.SENSOR_INPUTS`` but the base
+    velocity for a policy that does not observe it."""
+    return tuple(s for s in robot_contract.SENSOR_INPUTS if s != "base_lin_vel" or task.config.observe_base_lin_vel)
 
 
-def onnx_model(policy: MlpPolicy) -> onnx.ModelProto:
-    """The ONNX graph ``obs [N, obs_dim] -> actions [N, action_size]`` with normalization inside."""
-    init = [numpy_helper.from_array(policy.mean, "obs_mean"), numpy_helper.from_array(policy.std, "obs_std")]
-    nodes = [
-        helper.make_node("Sub", [INPUT_NAME, "obs_mean"], ["centered"]),
-        helper.make_node("Div", ["centered", "obs_std"], ["x0"]),
-    ]
-    x = "x0"
-    for i, (kernel, bias) in enumerate(policy.layers):
-        init += [numpy_helper.from_array(kernel, f"W{i}"), numpy_helper.from_array(bias, f"b{i}")]
-        nodes.append(helper.make_node("Gemm", [x, f"W{i}", f"b{i}"], [f"z{i}"]))
-        x = f"z{i}"
-        if i + 1 < len(policy.layers):
-            nodes.append(helper.make_node(policy.activation, [x], [f"h{i}"]))
-            x = f"h{i}"
-    if policy.layers[-1][0].shape[1] > policy.action_size:  # e.g. PPO: [mean, std parameters]
-        init += [
-            numpy_helper.from_array(np.array(v, np.int64), n)
-            for n, v in (("starts", [0]), ("ends", [policy.action_size]), ("axes", [1]))
-        ]
-        nodes.append(helper.make_node("Slice", [x, "starts", "ends", "axes"], ["action_mean"]))
-        x = "action_mean"
-    nodes.append(helper.make_node("Tanh", [x], [OUTPUT_NAME]))
-    obs_dim = policy.mean.shape[0]
-    graph = helper.make_graph(
-        nodes,
-        "policy",
-        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["N", obs_dim])],
-        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["N", policy.action_size])],
-        init,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="smoothloco")
-    model.ir_version = 8  # the IR of opset 17; newer IRs are refused by older runtimes
+def network(run: LoadedRun) -> controller.Network:
+    """The run's deterministic policy as ``(params, flat observation) -> action``."""
+
+    def apply(params, obs: jax.Array) -> jax.Array:
+        statistics = params[0].mean
+        batch = obs[None]  # the networks' Dense layers convert to ONNX as batched matrix products
+        if isinstance(statistics, dict):  # a privileged critic's observation: the actor reads "state" alone
+            batch = {k: jnp.zeros((1, np.shape(v)[-1]), jnp.float32) for k, v in statistics.items()} | {"state": batch}
+        return run.make_policy(params, deterministic=True)(batch, None)[0][0]
+
+    return apply
+
+
+def controller_function(run: LoadedRun, task: VelocityTask) -> tuple[Callable, list[str], list[int]]:
+    """The exported step as a function of flat float32 arrays (the sensors, the command, the
+    state), with its input names and sizes."""
+    config = deployed_controller(task)
+    sensors = sensor_inputs(task)
+    apply = partial(controller.step, config, network(run), run.params)
+    n = config.n_joints
+
+    def step(*inputs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        readings = dict(zip(sensors, inputs))
+        readings.setdefault("base_lin_vel", jnp.zeros(3, jnp.float32))  # unread by a policy that does not observe it
+        command, state = inputs[-2], controller.unflatten_state(config, inputs[-1])
+        targets, state = apply(controller.Sensors(**readings), command, state)
+        return targets, controller.flatten_state(state)
+
+    sizes = {name: n if size is None else size for name, (_, size) in robot_contract.SENSOR_INPUTS.items()}
+    names = [*sensors, robot_contract.COMMAND_INPUT[0], robot_contract.STATE_INPUT]
+    state_size = sum(controller.state_sizes(config).values())
+    return step, names, [*(sizes[s] for s in sensors), robot_contract.COMMAND_INPUT[2], state_size]
+
+
+def onnx_controller(step: Callable, names: list[str], sizes: list[int]) -> onnx.ModelProto:
+    """``step`` converted to ONNX (opset ``OPSET``), without the initializers the converter leaves unused."""
+    # late import: jax2onnx loads its plugins (half a minute) and is needed only here
+    from jax2onnx import to_onnx
+
+    specs = [jax.ShapeDtypeStruct((size,), jnp.float32) for size in sizes]
+    outputs = [robot_contract.TARGETS_OUTPUT, robot_contract.NEXT_STATE_OUTPUT]
+    try:
+        model = to_onnx(step, specs, model_name="controller", opset=OPSET, input_names=names, output_names=outputs)
+    except Exception as exc:  # noqa: BLE001 - the converter's errors name the primitive it lacks
+        raise ExportError(f"jax2onnx cannot convert the controller step: {type(exc).__name__}: {exc}") from exc
+    used = {name for node in model.graph.node for name in node.input}
+    kept = [init for init in model.graph.initializer if init.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    model.producer_name = "smoothloco"
     onnx.checker.check_model(model, full_check=True)
     return model
 
 
-def onnx_error(model: onnx.ModelProto, run: LoadedRun, policy: MlpPolicy, samples: int = 256, seed: int = 0) -> float:
-    """Max |ONNX - JAX| deterministic action over random observations.
-
-    Observations are drawn within 3 standard deviations of the normalizer's mean, the range a
-    policy sees. Far outside it (normalized inputs of 1e3 and more) both float32 evaluations
-    drift from exact arithmetic by ~1e-5, which says nothing about the export.
-    """
-    noise = np.random.default_rng(seed).normal(0.0, 3.0, (samples, policy.mean.shape[0]))
-    obs = (policy.mean + policy.std * noise).astype(np.float32)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    exported = session.run([OUTPUT_NAME], {INPUT_NAME: obs})[0]
-    statistics = run.params[0].mean
-    if isinstance(statistics, dict):  # a privileged critic's observation: the actor reads "state" alone
-        obs_in = {k: np.zeros((samples, np.shape(v)[-1]), np.float32) for k, v in statistics.items()}
-        obs_in["state"] = obs
-    else:
-        obs_in = obs
-    reference = np.asarray(jax.jit(run.policy(deterministic=True))(obs_in, None)[0])
-    return float(np.max(np.abs(exported - reference)))
+def reference(player: Player, step: Callable, names: list[str]) -> tuple[dict[str, np.ndarray], float]:
+    """The controller's inputs, states and outputs over ``REFERENCE_EPISODES`` in MuJoCo, the
+    outputs from the JAX step, and the largest difference of the ONNX graph's from them."""
+    episodes = [player.run(commands=commands, seconds=seconds) for commands, seconds in REFERENCE_EPISODES]
+    rows = {name: np.concatenate([e[name] for e in episodes]).astype(np.float32) for name in names[:-2]}
+    rows["command"] = np.concatenate([e["command"] for e in episodes]).astype(np.float32)
+    rows["state"] = np.concatenate([e["controller_state"] for e in episodes])
+    targets, next_state = jax.jit(jax.vmap(step))(*(rows[name] for name in names))
+    rows.update(joint_targets=np.asarray(targets), next_state=np.asarray(next_state))
+    rows["episode_start"] = np.concatenate([np.arange(len(e["time"])) == 0 for e in episodes])
+    session = player.controller.session
+    exported = [session.run(None, {name: rows[name][k] for name in names}) for k in range(len(rows["state"]))]
+    error = max(
+        float(np.max(np.abs(np.stack([out[i] for out in exported]) - rows[key])))
+        for i, key in enumerate(("joint_targets", "next_state"))
+    )
+    return rows, error
 
 
-def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: Path, checkpoint_sha256: str) -> dict:
-    """``policy.json``: everything a player needs besides the network and the robot model.
-    ``source`` ties it to what it came from: the sha256 of ``policy.onnx`` in ``folder`` (the
-    player checks it) and of the run's checkpoint (``exported`` checks it)."""
-    cfg, robot = task.config, task.robot
-    layout = observation_layout(cfg)
-    observed = [name for name, *_ in layout]
-    missing = [name for name in observed if name not in player.OBSERVATION_TERMS]
-    if missing:
-        raise ExportError(
-            f"the task observes {missing}, which the deployment player cannot build; teach player.py first"
-        )
-    scales, start, terms = observation_scales(cfg), 0, []
-    for name, size, *_ in layout:
-        description = player.OBSERVATION_TERMS[name].meaning
-        terms.append(
-            {"name": name, "size": size, "scale": scales[start : start + size].tolist(), "description": description}
-        )
-        start += size
-    sim = task.sys
+def contract(run: LoadedRun, task: VelocityTask, names: list[str], sizes: list[int], error: float, folder: Path, checkpoint_sha256: str) -> dict:
+    """``policy.json``: what the graph cannot know (its inputs' units and frames, timing, the
+    drives, the robot model). ``source`` ties it to what it came from: the sha256 of
+    ``controller.onnx`` in ``folder`` (the reader checks it) and of the run's checkpoint
+    (``exported`` checks it)."""
+    cfg, robot, sim = task.config, task.robot, task.sys
+    meanings = {name: meaning for name, (meaning, _) in robot_contract.SENSOR_INPUTS.items()}
+    meanings[robot_contract.COMMAND_INPUT[0]] = robot_contract.COMMAND_INPUT[1]
+    meanings[robot_contract.STATE_INPUT] = "the controller's memory: the last next_state, all zeros at an episode's start"
     return {
-        "format": player.CONTRACT_FORMAT,
-        "version": player.CONTRACT_VERSION,
-        "observation": {
-            "size": start,
-            "terms": terms,
-            "history": cfg.obs_history,
-            "velocity_error_window": cfg.velocity_error_window if "velocity_error_average" in observed else 0.0,
-            "velocity_trim": {
-                "rate": cfg.velocity_trim.rate if cfg.trims_command else 0.0,
-                "hold": cfg.velocity_trim.hold,
-                "freeze": cfg.velocity_trim.freeze,
-                "limit": cfg.velocity_trim.limit,
-            },
-        },
-        "action": {"size": task.action_size, "scale": cfg.action_scale},
-        "gait": {
-            "frequency": cfg.gait.frequency,
-            "swing_offsets": (gait.swing_offsets(robot, cfg.gait.hip_amplitude) * cfg.gait.generator).tolist(),
-            "hide_clock_when_standing": cfg.gait.hide_clock_when_standing,
-            "standing_command": STANDING_COMMAND,
-            "recovery_speed": cfg.gait.recovery_speed,
+        "format": robot_contract.CONTRACT_FORMAT,
+        "version": robot_contract.CONTRACT_VERSION,
+        "controller": {
+            "file": "controller.onnx",
+            "inputs": [{"name": n, "size": k, "description": meanings[n]} for n, k in zip(names, sizes)],
+            "outputs": [robot_contract.TARGETS_OUTPUT, robot_contract.NEXT_STATE_OUTPUT],
+            "state_size": sizes[-1],
         },
         "joints": {
             "names": list(robot.joint_names),
@@ -221,16 +182,21 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
             "foot_geoms": list(robot.foot_geoms),
             "initial_base_height": float(robot.init_qpos()[2]),
         },
-        "policy": {"file": "policy.onnx", "input": INPUT_NAME, "output": OUTPUT_NAME},
+        "reference": {"file": "reference.npz"},
         "source": {
             "run": str(run.run_dir),
             "iteration": run.iteration,
             # the motor delays the policy trained under (s; the robot's own latency should lie within)
             "trained_action_delay": list(cfg.randomization.action_delay) if cfg.randomization.enabled else [0.0, 0.0],
+            # the ground friction and added base mass (kg) ranges trained on: an evaluation of the
+            # export alone judges it at their corners, as an evaluation of the run does
+            "trained_friction": list(cfg.randomization.friction),
+            "trained_added_base_mass": list(cfg.randomization.added_base_mass),
             "env_steps": run.env_steps,
             "contact": cfg.contact,
-            "onnx_max_abs_error": onnx_max_error,
-            "onnx_sha256": hashlib.sha256((folder / "policy.onnx").read_bytes()).hexdigest(),
+            "robot_spec": cfg.robot,
+            "onnx_max_abs_error": error,
+            "onnx_sha256": hashlib.sha256((folder / "controller.onnx").read_bytes()).hexdigest(),
             "checkpoint_sha256": checkpoint_sha256,
             "smoothloco": __version__,
         },
@@ -238,27 +204,22 @@ def contract(run: LoadedRun, task: VelocityTask, onnx_max_error: float, folder: 
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
-    """Write ``policy.onnx``, ``policy.json`` and ``robot.xml`` (default ``RUN/export/``).
+    """Write ``controller.onnx``, ``policy.json``, ``robot.xml`` and ``reference.npz`` (default
+    ``RUN/export/``).
 
-    The ONNX policy is checked against the run's JAX policy (``TOLERANCE``) and the files are
-    read back by the standalone player, all in a temporary folder beside ``out``; only then do
-    they replace those in ``out``, so a failed export (a corrupt checkpoint, a policy that does
-    not match its ONNX graph) leaves an earlier good export as it was. Other files in ``out``
-    are left alone.
+    The graph is run in MuJoCo by the robot-side test bench from the written files and checked
+    against the JAX controller step on that trajectory (``TOLERANCE``), all in a temporary
+    folder beside ``out``; only then do the files replace those in ``out``, so a failed export
+    (a corrupt checkpoint, a graph that does not match its JAX step) leaves an earlier good
+    export as it was. Other files in ``out`` are left alone.
     """
     # Hashed before it is read: should a training replace it meanwhile, the export claims the
     # older checkpoint and is refused or written again, never taken for the newer one.
     checkpoint_sha256 = _checkpoint_sha256(Path(run_dir))
     run = load_run(run_dir)  # a corrupt or mismatched checkpoint fails here, before any writing
     task = VelocityTask(run.config.task)
-    policy = mlp_policy(run, task.action_size)
-    model = onnx_model(policy)
-    error = onnx_error(model, run, policy)
-    if not error <= TOLERANCE:
-        raise ExportError(
-            f"the ONNX graph differs from the run's policy by {error:.2e} (> {TOLERANCE:g}); the exporter handles "
-            f"MLP policies with {policy.activation} hidden layers and a tanh-bounded mean"
-        )
+    step, names, sizes = controller_function(run, task)
+    model = onnx_controller(step, names, sizes)
     out = Path(out_dir) if out_dir is not None else run.run_dir / EXPORT_DIR
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -267,10 +228,18 @@ def export_run(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
         raise ExportError(f"cannot write the export to {out}: {exc.strerror or exc}") from exc
     try:
         (staging / "robot.xml").write_bytes(task.robot.xml.encode())  # bytes as hashed by RobotSpec.model_hash
-        onnx.save(model, staging / "policy.onnx")
-        written = contract(run, task, error, staging, checkpoint_sha256)
+        onnx.save(model, staging / "controller.onnx")
+        written = contract(run, task, names, sizes, float("nan"), staging, checkpoint_sha256)
         (staging / "policy.json").write_text(json.dumps(written, indent=2) + "\n")
-        player.Player(staging)  # the contract must be readable by the reference player
+        rows, error = reference(Player(staging), step, names)  # the contract must be readable by the bench
+        if not error <= TOLERANCE:
+            raise ExportError(
+                f"the ONNX controller differs from the JAX controller step by {error:.2e} (> {TOLERANCE:g}) over the "
+                "reference trajectory"
+            )
+        np.savez(staging / "reference.npz", **rows)
+        written["source"]["onnx_max_abs_error"] = error
+        (staging / "policy.json").write_text(json.dumps(written, indent=2) + "\n")
         for name in EXPORT_FILES:
             with (staging / name).open("rb") as f:
                 os.fsync(f.fileno())
@@ -298,7 +267,7 @@ def exported(run_dir: Path) -> Path:
     stale = (
         saved is None
         or (checkpoint.is_file() and checkpoint.stat().st_mtime > contract_file.stat().st_mtime)
-        or saved.get("version") != player.CONTRACT_VERSION  # exported by an older smoothloco
+        or saved.get("version") != robot_contract.CONTRACT_VERSION  # exported by an older smoothloco
         or (checkpoint.is_file() and recorded is None)
     )
     if stale:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from smoothloco.deploy.export import EXPORT_DIR, exported
-from smoothloco.deploy.player import FRAME_RATE, Command, Player, Push
+from smoothloco.robot_side.testbench import FRAME_RATE, Command, Player, Push
 from smoothloco.deploy.render import Clip, render_video
 from smoothloco.evaluate.transfer import SIMS, Script, rollout_ours
 from smoothloco.robot import load_robot
@@ -41,7 +41,8 @@ def play(
     seconds: float = 10.0,
     out: str | Path | None = None,
 ) -> PlayResult:
-    """Run the policy of ``run_dir`` and write ``out`` (default ``RUN/play-<sim>.mp4``) and a ``.npz``."""
+    """Run the policy of ``run_dir`` and write ``out`` (default ``RUN/play-<sim>.mp4``) and a ``.npz``;
+    in MuJoCo ``run_dir`` may also be an export folder."""
     if sim not in SIMS:
         raise ValueError(f"unknown simulator {sim!r}; accepted: {', '.join(SIMS)}")
     run_dir = Path(run_dir)
@@ -77,7 +78,8 @@ def caption(sim: str, t: float, command: np.ndarray) -> str:
 def _play_mujoco(
     run_dir: Path, commands: Sequence[Command], pushes: Sequence[Push], seconds: float
 ) -> tuple[dict, Clip]:
-    export_dir = exported(run_dir)
+    # An export folder plays alone, whatever became of its run or robot spec.
+    export_dir = run_dir if (run_dir / "policy.json").is_file() else exported(run_dir)
     player = Player(export_dir)
     qpos, captions = [], []
 

@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 
 from smoothloco.deploy.export import ExportError, exported
-from smoothloco.deploy.player import Player, PolicyContractError
 from smoothloco.evaluate import robustness
-from smoothloco.evaluate.scenarios import run_scenarios
-from smoothloco.evaluate.transfer import SIMS, evaluate_run, robot_mass, write_report
+from smoothloco.evaluate.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
+from smoothloco.evaluate.transfer import SIMS, evaluate_run, rollout_player, summarize, write_report
+from smoothloco.robot_side.contract import Contract, PolicyContractError
+from smoothloco.robot_side.testbench import Player
+from smoothloco.tasks import RandomizationConfig
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.run_folder import CONFIG_NAME
 from smoothloco.train.runs import read_config
@@ -26,7 +28,9 @@ def add_parser(sub) -> None:
         "8 directions, friction 0.5-1.25 and base mass ±5 kg). mujoco runs the exported ONNX policy in the "
         "standalone player; hard/smooth/soft run the JAX policy in our simulator.",
     )
-    parser.add_argument("run", metavar="RUN", help="run folder (holds config.json and checkpoint.msgpack)")
+    parser.add_argument(
+        "run", metavar="RUN", help="run folder (holds config.json and checkpoint.msgpack), or an export folder alone (MuJoCo)"
+    )
     parser.add_argument("--sim", choices=SIMS, default="mujoco", help="simulator to evaluate in (default mujoco)")
     parser.add_argument("--json", metavar="FILE", help="also write the summary JSON here")
     parser.add_argument("--out", metavar="DIR", help="report folder (default RUN/eval-<sim>)")
@@ -40,18 +44,35 @@ def add_parser(sub) -> None:
     parser.set_defaults(func=run_eval)
 
 
+def export_scenarios(export: Contract) -> tuple[Scenario, ...]:
+    """The standard set for an export alone: judged at the corners of the ranges it trained on."""
+    source = export.contract["source"]
+    ranges = {k: tuple(source[f"trained_{k}"]) for k in ("friction", "added_base_mass") if f"trained_{k}" in source}
+    return standard_scenarios(mismatches=training_mismatches(RandomizationConfig(**ranges)))
+
+
 def run_eval(args: argparse.Namespace) -> int:
     if args.robustness and args.sim != "mujoco":
         print(f"error: --robustness runs in MuJoCo (--sim mujoco), not --sim {args.sim}", file=sys.stderr)
         return 2
+    alone = (Path(args.run) / "policy.json").is_file()  # an export folder: its contract says all
+    if alone and args.sim != "mujoco":
+        print(f"error: an export folder runs in MuJoCo (--sim mujoco), not --sim {args.sim}", file=sys.stderr)
+        return 2
     try:
-        task = read_config(Path(args.run) / CONFIG_NAME).task
-        scenarios = run_scenarios(task)
-        summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
+        if alone:
+            player = Player(args.run)
+            scenarios = export_scenarios(player)
+            trajectories = rollout_player(player, scenarios)
+            summary = summarize(scenarios, trajectories, player.mass)
+        else:
+            task = read_config(Path(args.run) / CONFIG_NAME).task
+            scenarios = run_scenarios(task)
+            summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
         if args.robustness:
-            player = Player(exported(Path(args.run)))
-            suite = robustness.conditions(task)
-            summary["robustness"] = robustness.evaluate_robustness(player, robot_mass(task.robot), suite)
+            player = player if alone else Player(exported(Path(args.run)))
+            suite = robustness.export_conditions(player) if alone else robustness.conditions(task)
+            summary["robustness"] = robustness.evaluate_robustness(player, player.mass, suite)
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Evaluation metrics as pure numpy functions of one trajectory.
 
 A trajectory is a dict of arrays sampled at the control rate, the same from our simulator and
-from the MuJoCo player (``smoothloco.deploy.player.Player.run``):
+from the MuJoCo player (``smoothloco.robot_side.testbench.Player.run``):
 
 =================  ========  ==========================================================
 ``time``           (T,)      s

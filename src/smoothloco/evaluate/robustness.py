@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from smoothloco import plotting
-from smoothloco.deploy.player import Imperfections
+from smoothloco.robot_side.contract import Contract
+from smoothloco.robot_side.testbench import Imperfections
 from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
 from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
 from smoothloco.robot import load_robot
 from smoothloco.tasks import VelocityTaskConfig
-from smoothloco.tasks.velocity import observation_noise, observation_scales
+from smoothloco.tasks.controller import OBS_LAYOUT, observation_layout
 
 METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
 ARMATURE_PER_TORQUE = 0.05 / 80.0  # kg·m² per N·m of torque limit
@@ -35,29 +36,44 @@ class Condition:
     push_speed: float = 1.0  # m/s
 
 
-def sensor_noise(task: VelocityTaskConfig | None = None) -> np.ndarray:
-    """The task's sensor noise levels (legged_gym's) in observation units, for the entries the
-    policy of ``task`` observes (the default observation without one)."""
-    return observation_noise(task) * observation_scales(task)
+SENSOR_TERMS = {"base_lin_vel": "base_lin_vel", "base_ang_vel": "base_ang_vel", "gravity": "projected_gravity",
+                "joint_pos": "joint_pos", "joint_vel": "joint_vel"}  # fmt: skip  # sensor input: its observation term
+
+
+def sensor_noise(task: VelocityTaskConfig | None = None, sensors: tuple[str, ...] | None = None) -> dict[str, float]:
+    """legged_gym's noise level (± uniform, in the sensor's own units) of each sensor the
+    controller of ``task`` reads (the default task without one), or of ``sensors`` (an export's)."""
+    levels = {name: noise for name, _, _, noise in OBS_LAYOUT}
+    observed = {name for name, *_ in observation_layout(task)}
+    keep = set(sensors) if sensors is not None else {s for s, term in SENSOR_TERMS.items() if term in observed}
+    return {sensor: levels[term] for sensor, term in SENSOR_TERMS.items() if sensor in keep}
 
 
 def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
     """The suite for a policy trained on ``task`` (the default observation without one); the
     motors' torque-speed envelope where its robot states one."""
-    noise = sensor_noise(task)
     robot = load_robot((task or VelocityTaskConfig()).robot)
-    envelope = robot.velocity_limit is not None
+    return suite(sensor_noise(task), robot.torque_limit, robot.kd, robot.velocity_limit is not None)
+
+
+def export_conditions(export: Contract) -> dict[str, Condition]:
+    """The suite for an export, from its contract alone (its sensors, drives and motors)."""
+    return suite(sensor_noise(sensors=tuple(export.inputs[:-2])), export.torque_limit, export.kd, export.velocity_limit is not None)
+
+
+def suite(noise: dict[str, float], torque_limit: np.ndarray, kd: np.ndarray, envelope: bool) -> dict[str, Condition]:
+    """Every condition, for sensors with ``noise`` and drives of ``torque_limit`` (N·m) and ``kd``."""
     # A plausible gearbox, not a measured one: Coulomb friction of 2.5 % of the torque limit and
     # viscous damping of half the PD's kd (ANYmal: 2 N·m, 1 N·m·s/rad).
-    gearbox_friction, gearbox_damping = 0.025 * float(np.mean(robot.torque_limit)), 0.5 * float(np.mean(robot.kd))
+    gearbox_friction, gearbox_damping = 0.025 * float(np.mean(torque_limit)), 0.5 * float(np.mean(kd))
     # A geared motor's reflected inertia (rotor inertia x gear ratio²), also not measured: 0.05
     # kg·m² for ANYmal's 80 N·m drives, scaled with the torque limit (both grow with the ratio).
-    armature = ARMATURE_PER_TORQUE * float(np.mean(robot.torque_limit))
+    armature = ARMATURE_PER_TORQUE * float(np.mean(torque_limit))
     return {
         "nominal": Condition(),
         "control delay 10 ms": Condition(Imperfections(action_delay=0.010)),
         "control delay 20 ms": Condition(Imperfections(action_delay=0.020)),
-        "sensor noise (legged_gym levels)": Condition(Imperfections(obs_noise=noise)),
+        "sensor noise (legged_gym levels)": Condition(Imperfections(sensor_noise=noise)),
         "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
         **({"motor torque-speed envelope": Condition(Imperfections(motor_envelope=True))} if envelope else {}),
         "friction 0.3": Condition(friction=0.3),
@@ -67,7 +83,7 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
         "pushes 1.5 m/s": Condition(push_speed=1.5),
         "all combined": Condition(
-            Imperfections(action_delay=0.020, obs_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
+            Imperfections(action_delay=0.020, sensor_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
                           bumps=0.05, joint_friction=gearbox_friction, joint_damping=gearbox_damping,
                           rotor_armature=armature),
             friction=0.4,

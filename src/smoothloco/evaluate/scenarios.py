@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from smoothloco.deploy.player import Command, Push
+from smoothloco.robot_side.testbench import Command, Push
 from smoothloco.evaluate.grid import EVAL_COMMANDS
 from smoothloco.tasks import RandomizationConfig, VelocityTaskConfig
 

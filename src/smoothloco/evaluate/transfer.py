@@ -21,7 +21,7 @@ import numpy as np
 
 from smoothloco import plotting
 from smoothloco.deploy.export import exported
-from smoothloco.deploy.player import Command, Imperfections, Player, Push, command_schedule
+from smoothloco.robot_side.testbench import Command, Imperfections, Player, Push, command_schedule
 from smoothloco.evaluate import metrics
 from smoothloco.evaluate.record import trajectory_sample
 from smoothloco.evaluate.scenarios import Scenario, run_scenarios
@@ -37,7 +37,7 @@ Trajectory = dict[str, np.ndarray]
 
 
 class TrajectoryPlayer(Protocol):
-    """What the evaluation needs of ``smoothloco.deploy.player.Player``."""
+    """What the evaluation needs of ``smoothloco.robot_side.testbench.Player``."""
 
     def run(self, commands, seconds, pushes, friction, added_base_mass, imperfections) -> Trajectory: ...
 

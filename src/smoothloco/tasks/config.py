@@ -131,7 +131,8 @@ class VelocityTrimConfig:
     ``velocity_error_average``), as a PI cascade's integrator does. The policy tracks what it is
     asked, but falls short where the world is harder than its training: weak motors on a wet,
     bumpy floor walked at 72-90 % of the command; the trim asks for more until the shortfall is
-    gone. Anti-windup: the trim restarts from zero at each new command, waits ``hold`` s (the
+    gone. Anti-windup: the trim restarts from zero at each new command (one further than
+    ``restart_tolerance`` from the command it was started for), waits ``hold`` s (the
     robot's own start-up), and freezes while the average error is above ``freeze`` (a push, a
     stumble). Part of the deployed controller (the contract carries it) where the actor observes
     the average error (task.velocity_error_window > 0 and observe_base_lin_vel); rate 0 turns it
@@ -141,6 +142,11 @@ class VelocityTrimConfig:
     hold: float = 0.25  # s after a command change before the trim moves
     freeze: float = 0.4  # m/s, planar average error above which the trim holds still
     limit: float = 0.5  # m/s and rad/s, per axis
+    # m/s and rad/s (norm of the change in vx, vy, yaw rate): how far the command may move from
+    # the one the trim was started for before the trim starts again. A joystick's command changes
+    # a little every period; restarting at every change (0) kept the trim off for it. 0.1 is the
+    # standing threshold: smaller than any command a user would call new, far above stick noise.
+    restart_tolerance: float = 0.1
     # Whether this task closes the loop around the policy. Evaluations do (``quiet``), as the
     # deployed controller does; training does not by default: the policy learns to track on its
     # own and the loop removes only what is left in a harder world. Trained inside the loop, the
@@ -150,7 +156,7 @@ class VelocityTrimConfig:
 
     def __post_init__(self) -> None:
         require_finite("task.velocity_trim", self)
-        for name in ("rate", "hold", "freeze", "limit"):
+        for name in ("rate", "hold", "freeze", "limit", "restart_tolerance"):
             if getattr(self, name) < 0:
                 raise ValueError(f"velocity_trim.{name} must be >= 0, got {getattr(self, name)}")
 

@@ -4,6 +4,10 @@
 our ``SimState``, so Brax's wrappers and agents run on it unchanged, and ``jax.grad`` goes
 through ``step`` for SHAC. Time limits and automatic resets are left to Brax's
 ``EpisodeWrapper``/``AutoResetWrapper`` as in every Brax environment.
+
+What the robot itself runs (observation, memory, joint targets) is ``tasks.controller``: the
+task observes through its ``observe`` at the end of a step and turns the agent's action into
+joint targets through its ``act``, so training, evaluation and the exported graph share it.
 """
 
 from __future__ import annotations
@@ -17,69 +21,25 @@ from smoothloco.robot import load_robot
 from smoothloco.sim import ContactConfig, Sim, SimState, StepInfo, make_sim, terrain
 from smoothloco.sim import step as sim_step
 from smoothloco.sim.rotation import rotate_inverse
-from smoothloco.tasks import gait
+from smoothloco.tasks import controller, gait
 from smoothloco.tasks.config import VelocityTaskConfig
+from smoothloco.tasks.controller import (  # noqa: F401 - the observation's layout, read through this module too
+    OBS_LAYOUT,
+    STANDING_COMMAND,
+    VELOCITY_TERMS,
+    ControllerState,
+    Sensors,
+    full_layout,
+    observation_layout,
+    observation_noise,
+    observation_scales,
+    observation_slice,
+    standing,
+)
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
-# Actor observation: (name, size, scale, noise level before scaling), in order; a task without a
-# velocity_error_window leaves velocity_error_average out, and an actor without the base
-# velocity both terms that need it (``observation_layout``). The deployment contract
-# (policy.json) is generated from the task's layout.
-OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
-    ("base_lin_vel", 3, 2.0, 0.1),
-    ("base_ang_vel", 3, 0.25, 0.2),
-    ("projected_gravity", 3, 1.0, 0.05),
-    ("command", 3, 1.0, 0.0),  # plus the velocity trim where it is on (VelocityTrimConfig)
-    ("joint_pos", 12, 1.0, 0.01),
-    ("joint_vel", 12, 0.05, 1.5),
-    ("last_action", 12, 1.0, 0.0),
-    ("gait_clock", 2, 1.0, 0.0),  # sin, cos of the trot phase; (0, 0) while standing if the gait hides it
-    # command minus measured (vx, vy, yaw rate), averaged over task.velocity_error_window
-    ("velocity_error_average", 3, 2.0, 0.02),
-)
-# A command (vx, vy, yaw rate) shorter than this asks the robot to stand: all feet down.
-STANDING_COMMAND = 0.1
 HILLS_SPAWN = 5.0  # m; on hills, each episode starts at a random (x, y) within ±this
-VELOCITY_TERMS = ("base_lin_vel", "velocity_error_average")  # what a robot without a velocity estimator lacks
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
-
-
-def full_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
-    """The terms of ``OBS_LAYOUT`` that ``config``'s task measures (the privileged critic sees all)."""
-    error_average = (config or VelocityTaskConfig()).velocity_error_window > 0
-    return tuple(term for term in OBS_LAYOUT if error_average or term[0] != "velocity_error_average")
-
-
-def observation_layout(config: VelocityTaskConfig | None = None) -> tuple[tuple[str, int, float, float], ...]:
-    """The terms of ``OBS_LAYOUT`` that the actor of ``config``'s task observes."""
-    keep_velocity = (config or VelocityTaskConfig()).observe_base_lin_vel
-    return tuple(term for term in full_layout(config) if keep_velocity or term[0] not in VELOCITY_TERMS)
-
-
-def observation_slice(config: VelocityTaskConfig | None, name: str) -> slice:
-    """Where term ``name`` sits in one frame of the actor's observation of ``config``'s task."""
-    layout, start = observation_layout(config), 0
-    for term, size, *_ in layout:
-        if term == name:
-            return slice(start, start + size)
-        start += size
-    raise ValueError(f"the actor of this task does not observe {name!r}; it observes {[t for t, *_ in layout]}")
-
-
-def _per_entry(layout: tuple[tuple[str, int, float, float], ...], column: int) -> np.ndarray:
-    """One value per observation entry: each term's ``column`` (2: scale, 3: noise level) repeated."""
-    return np.concatenate([np.full(term[1], term[column]) for term in layout])
-
-
-def observation_scales(config: VelocityTaskConfig | None = None) -> np.ndarray:
-    """Scale of each observation entry as the task applies it (policy.json carries these)."""
-    return _per_entry(observation_layout(config), 2)
-
-
-def observation_noise(config: VelocityTaskConfig | None = None) -> np.ndarray:
-    """legged_gym's sensor noise level of each observation entry, before scaling (``task.obs_noise``
-    multiplies them)."""
-    return _per_entry(observation_layout(config), 3)
 
 
 OBS_SIZE = sum(size for _, size, *_ in observation_layout(VelocityTaskConfig()))  # the default actor's
@@ -102,23 +62,16 @@ class VelocityTask(Env):
         self._default_pose = jnp.asarray(self.robot.default_pose, jnp.float32)
         self._joint_lower = jnp.asarray(np.maximum(self.robot.joint_lower, -1e3), jnp.float32)
         self._joint_upper = jnp.asarray(np.minimum(self.robot.joint_upper, 1e3), jnp.float32)
-        measured = full_layout(self.config)
-        self._obs_scale = jnp.asarray(_per_entry(measured, 2), jnp.float32)
-        self._obs_noise = jnp.asarray(_per_entry(measured, 3), jnp.float32)
+        self.controller = controller.ControllerConfig.from_task(self.config, self.robot)
+        measured = self.controller.measured
+        self._obs_noise = jnp.asarray(controller.per_entry(measured, 3), jnp.float32)
         self._measured_size = sum(size for _, size, *_ in measured)
-        starts = np.cumsum([0] + [size for _, size, *_ in measured])
-        kept = {name for name, *_ in observation_layout(self.config)}
-        # entries of the full observation the actor gets
-        self._actor_entries = np.concatenate(
-            [np.arange(start, start + size) for (name, size, *_), start in zip(measured, starts) if name in kept]
-        )
-        self._swing_offsets = jnp.asarray(gait.swing_offsets(self.robot, self.config.gait.hip_amplitude), jnp.float32)
         self._phase_shifts = jnp.asarray(gait.leg_phase_shifts(self.robot), jnp.float32)
 
     # -- Brax Env interface -------------------------------------------------------------
     @property
     def observation_size(self):
-        actor = len(self._actor_entries) * self.config.obs_history
+        actor = self.controller.frame_size * self.config.obs_history
         if self.config.privileged_critic:
             return {"state": (actor,), "privileged_state": (self._measured_size + PRIVILEGED_EXTRA,)}
         return actor
@@ -145,27 +98,21 @@ class VelocityTask(Env):
             q = q.at[:2].set(xy).at[2].add(self.sys.terrain(xy))
         physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
         command, command_countdown = self._sample_command(command_key)
+        phase = jax.random.uniform(phase_key) if self.config.gait.frequency > 0 else 0.0
         info = {
             "rng": rng,
             "command": command,
             "command_countdown": command_countdown,
             "push_countdown": self._sample_push_interval(push_key),
-            "last_action": jnp.zeros(self.action_size),
             "air_time": jnp.zeros(4),
-            "gait_phase": jax.random.uniform(phase_key) if self.config.gait.frequency > 0 else jnp.zeros(()),
             "sharpness": jnp.asarray(self.config.sharpness, jnp.float32),
             "pushes": jnp.zeros((), jnp.int32),
             "command_changes": jnp.zeros((), jnp.int32),
             "joint_target": jnp.asarray(self.robot.default_pose, jnp.float32),  # what the motors last received
             "action_delay_steps": self._sample_action_delay(delay_key),
-            "velocity_error_average": jnp.zeros(3),
-            # the outer velocity loop (VelocityTrimConfig): its trim, the command it belongs to
-            # and the control steps since that command began
-            "velocity_trim": jnp.zeros(3),
-            "trim_command": command,
-            "trim_steps": jnp.zeros((), jnp.int32),
+            "controller": controller.initial_state(self.controller, phase),  # the robot-side memory
         }
-        obs, info["obs_frames"] = self._first_observation(physics, info)
+        obs, info["controller"] = self._first_observation(physics, info)
         metrics = {f"reward/{name}": jnp.zeros(()) for name in self._active_terms()}
         metrics.update(lin_vel_error=jnp.zeros(()), yaw_rate_error=jnp.zeros(()))
         return State(physics, obs, jnp.zeros(()), jnp.zeros(()), metrics, info)
@@ -174,8 +121,8 @@ class VelocityTask(Env):
         """``reset`` with ``command`` (vx, vy, yaw rate) in force, for scripted evaluations: the
         first observation, and the history it fills, show it."""
         state = self.reset(rng)
-        info = {**state.info, "command": command, "trim_command": command}
-        obs, info["obs_frames"] = self._first_observation(state.pipeline_state, info)
+        info = {**state.info, "command": command}
+        obs, info["controller"] = self._first_observation(state.pipeline_state, info)
         return state.replace(obs=obs, info=info)
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -188,7 +135,8 @@ class VelocityTask(Env):
         cfg = self.config
         info = dict(state.info)
         rng, noise_key, command_key, push_key, push_dir_key = jax.random.split(info["rng"], 5)
-        target = self._default_pose + cfg.action_scale * action + self.gait_offset(info["gait_phase"])
+        last_action = info["controller"].last_action
+        target, memory = controller.act(self.controller, action, info["controller"])
 
         def substep(physics: SimState, k: jax.Array) -> tuple[SimState, StepInfo]:
             # The motors keep the previous target for the environment's action delay.
@@ -204,23 +152,18 @@ class VelocityTask(Env):
         physics = jax.tree.map(lambda new, old: jnp.where(contact.finite, new, old), physics, state.pipeline_state)
 
         # The clock at the end of the step, when the feet are measured.
-        phase = jnp.mod(info["gait_phase"] + cfg.gait.frequency * cfg.control_dt, 1.0)
-        rewards_in, air_time = self._reward_inputs(physics, info, contact, action, phase)
+        rewards_in, air_time = self._reward_inputs(physics, info, contact, action, last_action, memory.phase)
         weights = cfg.reward_weights
         terms = {name: weights[name] * REWARD_TERMS[name](rewards_in) * cfg.control_dt for name in self._active_terms()}
         reward = sum(terms.values())
 
         done = self._terminated(physics, contact, rewards_in.gravity)
-        info.update(rng=rng, last_action=action, air_time=air_time, gait_phase=phase, joint_target=target)
+        info.update(rng=rng, air_time=air_time, joint_target=target, controller=memory)
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
         if kick is not None:
             physics = physics.replace(v=physics.v.at[:2].add(kick))
-        info["velocity_error_average"] = self._velocity_error_average(physics, info)
-        if cfg.trims_command and cfg.velocity_trim.closed_loop:
-            info.update(self.velocity_trim_update(info))
-        obs = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
-        obs, info["obs_frames"] = self._with_history(obs, info["obs_frames"])
+        obs, info["controller"] = self._observe(physics, info, contact, noise_key, noise=cfg.obs_noise > 0)
         metrics = dict(state.metrics)  # keep keys that wrappers (Brax's PPO) add
         metrics.update({f"reward/{k}": v for k, v in terms.items()})
         metrics.update(
@@ -232,17 +175,11 @@ class VelocityTask(Env):
 
     def gait_offset(self, phase: jax.Array) -> jax.Array:
         """Joint-target offsets of the trot generator at ``phase`` (zero when it is off)."""
-        if not self.config.gait.generator:
-            return jnp.zeros(self.action_size)
-        return gait.offset_from_clock(self._swing_offsets, gait.clock(phase)[0])
+        return controller.gait_offset(self.controller, phase)
 
     def at_rest(self, command: jax.Array, base_lin_vel: jax.Array) -> jax.Array:
-        """Whether the robot should stand: a zero command and, with ``gait.recovery_speed``, a
-        base (velocity in its own frame) no faster than that."""
-        rest = standing(command)
-        if self.config.gait.recovery_speed > 0:
-            rest &= jnp.linalg.norm(base_lin_vel[:2]) <= self.config.gait.recovery_speed
-        return rest
+        """Whether the robot should stand (``controller.at_rest``)."""
+        return controller.at_rest(self.controller, command, base_lin_vel)
 
     def swing_target(self, phase: jax.Array, at_rest: jax.Array) -> jax.Array:
         """(n_feet,) foot heights the clock asks for; all zero (stand) ``at_rest``."""
@@ -252,55 +189,9 @@ class VelocityTask(Env):
         return ~at_rest * gait_cfg.swing_height * gait.swing_profile(phase, self._phase_shifts)
 
     # -- pieces ---------------------------------------------------------------------------
-    def _clock_observation(self, phase: jax.Array, at_rest: jax.Array) -> jax.Array:
-        clock = gait.clock(phase)
-        if not self.config.gait.hide_clock_when_standing:
-            return clock
-        return jnp.where(at_rest, 0.0, clock)
-
-    def _first_observation(self, physics: SimState, info: dict):
-        """An episode's first observation (noise-free, feet at rest) and the history it fills."""
-        obs = self._observe(physics, info, _resting_contact(physics), jax.random.PRNGKey(0), noise=False)
-        return self._with_history(obs, None)
-
-    def _velocity_error_average(self, physics: SimState, info: dict) -> jax.Array:
-        """The moving average of command minus measured (vx, vy, yaw rate), base frame, one
-        control step on (time constant ``velocity_error_window``; zero when it is 0)."""
-        window = self.config.velocity_error_window
-        if window == 0:
-            return info["velocity_error_average"]
-        measured = jnp.concatenate([rotate_inverse(physics.q[3:7], physics.v[:3])[:2], physics.v[5:6]])
-        keep = jnp.exp(-self.config.control_dt / window)
-        return keep * info["velocity_error_average"] + (1.0 - keep) * (info["command"] - measured)
-
-    def velocity_trim_update(self, info: dict) -> dict:
-        """The outer velocity loop one control step on, after the average velocity error's
-        update: a new command restarts the trim from zero; while walking, ``hold`` s after the
-        command began and with the planar average error within ``freeze``, the trim integrates
-        the average error, each axis clipped to ``limit``."""
-        trim_cfg, dt = self.config.velocity_trim, self.config.control_dt
-        command, average = info["command"], info["velocity_error_average"]
-        new = jnp.any(command != info["trim_command"])
-        steps = jnp.where(new, 0, info["trim_steps"] + 1)
-        trim = jnp.where(new, 0.0, info["velocity_trim"])
-        moving = (
-            ~standing(command)
-            & (steps >= round(trim_cfg.hold / dt))
-            & (jnp.linalg.norm(average[:2]) <= trim_cfg.freeze)
-        )
-        integrated = jnp.clip(trim + trim_cfg.rate * dt * average, -trim_cfg.limit, trim_cfg.limit)
-        return {"velocity_trim": jnp.where(moving, integrated, trim), "trim_command": command, "trim_steps": steps}
-
-    def _with_history(self, obs, frames: jax.Array | None):
-        """``obs`` with the actor's part replaced by its last ``obs_history`` frames, newest first,
-        and those frames (for the next step). At reset (``frames`` None) the first frame fills them."""
-        actor = obs["state"] if isinstance(obs, dict) else obs
-        if frames is None:
-            frames = jnp.broadcast_to(actor, (self.config.obs_history, actor.shape[-1]))
-        else:
-            frames = jnp.concatenate([actor[None], frames[:-1]])
-        stacked = frames.reshape(-1)
-        return ({**obs, "state": stacked} if isinstance(obs, dict) else stacked), frames
+    def _first_observation(self, physics: SimState, info: dict) -> tuple[jax.Array | dict, ControllerState]:
+        """An episode's first observation (noise-free, feet at rest) and the memory it leaves."""
+        return self._observe(physics, info, _resting_contact(physics), jax.random.PRNGKey(0), noise=False)
 
     def _active_terms(self) -> list[str]:
         return [name for name, w in self.config.reward_weights.items() if w != 0.0]
@@ -355,7 +246,9 @@ class VelocityTask(Env):
         info["pushes"] = info["pushes"] + push.astype(jnp.int32)
         return physics, info
 
-    def _reward_inputs(self, physics: SimState, info: dict, contact: StepInfo, action: jax.Array, phase: jax.Array):
+    def _reward_inputs(
+        self, physics: SimState, info: dict, contact: StepInfo, action: jax.Array, last_action: jax.Array, phase: jax.Array
+    ):
         quat = physics.q[3:7]
         lin_vel = rotate_inverse(quat, physics.v[:3])
         at_rest = self.at_rest(info["command"], lin_vel)
@@ -373,7 +266,7 @@ class VelocityTask(Env):
             joint_default=self._default_pose,
             torque=contact.torque,
             action=action,
-            last_action=info["last_action"],
+            last_action=last_action,
             base_height=self._base_height(physics),
             foot_weight=contact.weight,
             foot_slip=jnp.sqrt(jnp.sum(contact.foot_velocity[:, 1:] ** 2, axis=-1) + 1e-8),
@@ -400,30 +293,20 @@ class VelocityTask(Env):
         diverged = ~contact.finite | (jnp.max(jnp.abs(physics.v)) > cfg.max_speed)
         return (fallen | knee_down | tilted | diverged).astype(jnp.float32)
 
-    def _observe(self, physics: SimState, info: dict, contact: StepInfo, key: jax.Array, noise: bool):
-        quat = physics.q[3:7]
-        lin_vel = rotate_inverse(quat, physics.v[:3])
-        raw = jnp.concatenate(
-            [
-                lin_vel,
-                physics.v[3:6],
-                rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
-                info["command"] + info["velocity_trim"],
-                physics.q[7:] - self._default_pose,
-                physics.v[6:],
-                info["last_action"],
-                self._clock_observation(info["gait_phase"], self.at_rest(info["command"], lin_vel)),
-                *([info["velocity_error_average"]] if self.config.velocity_error_window > 0 else []),
-            ]
-        )
-        clean = raw * self._obs_scale
-        obs = clean
+    def _observe(
+        self, physics: SimState, info: dict, contact: StepInfo, key: jax.Array, noise: bool
+    ) -> tuple[jax.Array | dict, ControllerState]:
+        """The controller's observation of ``physics`` (with sensor noise if ``noise``) and its
+        memory after it; with a privileged critic, the critic's noise-free measurement too."""
+        sensors = self.sensors(physics)
+        sample = None
         if noise:
-            sample = jax.random.uniform(key, raw.shape, minval=-1.0, maxval=1.0)
-            obs = (raw + self.config.obs_noise * self._obs_noise * sample) * self._obs_scale
-        obs = obs[self._actor_entries]
+            draw = jax.random.uniform(key, (self._measured_size,), minval=-1.0, maxval=1.0)
+            sample = self.config.obs_noise * self._obs_noise * draw
+        obs, memory = controller.observe(self.controller, sensors, info["command"], info["controller"], sample)
         if not self.config.privileged_critic:
-            return obs
+            return obs, memory
+        clean = controller.measurement(self.controller, sensors, info["command"], memory)
         extra = jnp.concatenate(
             [
                 jnp.atleast_1d(self.sys.friction),
@@ -432,12 +315,20 @@ class VelocityTask(Env):
                 contact.weight,
             ]
         )
-        return {"state": obs, "privileged_state": jnp.concatenate([clean, extra])}
+        privileged = jnp.concatenate([clean * self.controller.observation_scale, extra])
+        return {"state": obs, "privileged_state": privileged}, memory
 
-
-def standing(command: jax.Array) -> jax.Array:
-    """Whether ``command`` (vx, vy, yaw rate) asks the robot to stand still."""
-    return jnp.linalg.norm(command) <= STANDING_COMMAND
+    @staticmethod
+    def sensors(physics: SimState) -> Sensors:
+        """What a robot's sensors read of ``physics`` (base-frame velocities and gravity)."""
+        quat = physics.q[3:7]
+        return Sensors(
+            joint_pos=physics.q[7:],
+            joint_vel=physics.v[6:],
+            base_ang_vel=physics.v[3:6],
+            gravity=rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
+            base_lin_vel=rotate_inverse(quat, physics.v[:3]),
+        )
 
 
 def _resting_contact(physics: SimState) -> StepInfo:

@@ -66,6 +66,8 @@ HELP = {
     "integrates the average velocity error at this rate, 1/s (0 = off; needs task.velocity_error_window > 0)",
     "task.velocity_trim.hold": "s after each new command before the trim moves (it restarts from zero)",
     "task.velocity_trim.freeze": "the trim holds still while the planar average velocity error exceeds this, m/s",
+    "task.velocity_trim.restart_tolerance": "a command this far (norm, m/s and rad/s) from the one the trim started "
+    "for restarts it; smaller changes (a joystick's) keep it",
     "task.velocity_trim.limit": "largest trim on each axis, m/s and rad/s",
     "task.velocity_trim.closed_loop": "train inside the loop too (default: the policy learns to track on its own; "
     "the loop closes around it in evaluations and at deployment)",
