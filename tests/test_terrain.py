@@ -9,7 +9,7 @@ import pytest
 
 from smoothloco.evaluate.mujoco_terrain import terrain_model
 from smoothloco.sim import terrain
-from smoothloco.sim.terrain import Boxes, RollingHills, RoughGround, Slope, box_distance, contact_frame, stairs
+from smoothloco.sim.terrain import Boxes, RollingHills, RoughGround, Slope, box_distance, contact_frame, parse_terrain, stairs
 
 PROBE = "probe"
 WORLD = f"""<mujoco><worldbody><geom name="floor" type="plane" size="0 0 1"/>
@@ -146,3 +146,20 @@ def test_bad_terrains_are_refused_with_what_is_accepted():
         RoughGround(0.05, wavelength=0.0)
     with pytest.raises(ValueError, match="exactly one floor plane"):
         terrain_model("<mujoco><worldbody/></mujoco>", Slope(5.0))
+
+
+def test_terrains_are_named_by_kind_and_parameters():
+    assert parse_terrain("flat") == terrain.flat
+    assert parse_terrain("hills:height=0.08") == RollingHills(0.08)
+    assert parse_terrain(" slope:degrees=25, heading=90 ") == Slope(25.0, heading=90.0)
+    assert parse_terrain("stairs:rise=0.17,steps=5") == stairs(rise=0.17, steps=5)
+    assert parse_terrain("rough:height=0.05,seed=3") == RoughGround(0.05, seed=3)
+    for text, message in [
+        ("ramp", "unknown terrain 'ramp'.*accepted: flat, hills, slope, stairs, rough"),
+        ("slope", "needs degrees=VALUE"),
+        ("stairs:riser=0.2", "NAME one of rise, run, steps"),
+        ("stairs:steps=2.5", "steps must be an integer"),
+        ("slope:degrees=95", "less than 90 degrees"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            parse_terrain(text)

@@ -17,10 +17,11 @@ them with ``vmap``.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import Callable, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -96,8 +97,8 @@ class Slope(HeightField):
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.degrees) and abs(self.degrees) < 90.0 and math.isfinite(self.heading)):
-            raise ValueError(f"slope must be finite and steeper than -90 and less than 90 degrees, got {self.degrees}"
-                             f" toward heading {self.heading}")  # fmt: skip
+            raise ValueError(f"a slope's angle must be finite and less than 90 degrees either way, with a finite heading; "
+                             f"got {self.degrees} toward {self.heading}")  # fmt: skip
 
     @property
     def gradient(self) -> tuple[float, float]:
@@ -231,3 +232,33 @@ def contact_frame(normal: jax.Array) -> jax.Array:
     tangent1 = tangent1 / jnp.linalg.norm(tangent1)
     tangent2 = jnp.cross(normal, tangent1)
     return jnp.stack([normal, tangent1, tangent2])
+
+
+TERRAINS: dict[str, Callable[..., Terrain]] = {
+    "flat": Flat, "hills": RollingHills, "slope": Slope, "stairs": stairs, "rough": RoughGround,
+}  # fmt: skip
+
+
+def parse_terrain(text: str) -> Terrain:
+    """A terrain from ``KIND`` or ``KIND:NAME=VALUE,...`` with the parameters of ``TERRAINS[KIND]``,
+    e.g. ``flat``, ``hills:height=0.08``, ``slope:degrees=25,heading=90``, ``stairs:rise=0.15,steps=5``,
+    ``rough:height=0.05,seed=3``."""
+    kind, _, arguments = text.strip().partition(":")
+    if kind not in TERRAINS:
+        raise ValueError(f"unknown terrain {kind!r} in {text!r}; accepted: {', '.join(TERRAINS)}")
+    parameters = inspect.signature(TERRAINS[kind]).parameters
+    values: dict[str, float | int] = {}
+    for item in filter(None, (a.strip() for a in arguments.split(","))):
+        name, equals, value = item.partition("=")
+        name = name.strip()
+        if not equals or name not in parameters:
+            raise ValueError(f"terrain {kind!r} takes NAME=VALUE with NAME one of {', '.join(parameters) or 'none'}, got {item!r}")
+        number = int if name in ("steps", "seed") else float
+        try:
+            values[name] = number(value)
+        except ValueError:
+            raise ValueError(f"terrain {kind!r}: {name} must be {'an integer' if number is int else 'a number'}, got {value!r}") from None
+    missing = [n for n, p in parameters.items() if p.default is inspect.Parameter.empty and n not in values]
+    if missing:
+        raise ValueError(f"terrain {kind!r} needs {', '.join(f'{n}=VALUE' for n in missing)}, e.g. {kind}:{missing[0]}=...")
+    return TERRAINS[kind](**values)
