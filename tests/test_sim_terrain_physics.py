@@ -11,9 +11,9 @@ from fakes import sled
 
 from smoothloco.deploy.player import stiff_contact
 from smoothloco.evaluate.mujoco_terrain import add_terrain, slope_quaternion
-from smoothloco.robot import RobotSpec
-from smoothloco.sim import SimState, make_sim, rollout
-from smoothloco.sim.terrain import Boxes, Slope
+from smoothloco.robot import RobotSpec, anymal_c
+from smoothloco.sim import SimState, initial_state, make_sim, rollout
+from smoothloco.sim.terrain import Boxes, Slope, stairs
 
 G = 9.81
 RADIUS = 0.05
@@ -132,20 +132,22 @@ def test_ball_dropped_on_a_step_edge_is_pushed_off_it_as_in_mujoco():
         np.testing.assert_allclose(qs[-1, [0, 2]], qs_mj[-1, [0, 2]], atol=0.01)
 
 
-def test_ball_rolling_into_a_riser_is_stopped_by_it_as_in_mujoco():
-    """A ball rolling at 1 m/s into a 15 cm riser stops against it, in ours as in MuJoCo; the
-    riser's normal is horizontal, so the ball does not ride up over the step. (It rests in the
-    concave corner, where MuJoCo keeps two contacts and we one per foot; MuJoCo's ball, still
-    spinning, climbs a few cm up the riser and falls back; ours climbs millimetres: printed.)"""
+def test_ball_rolling_into_a_riser_is_stopped_by_it_and_climbs_it_as_in_mujoco():
+    """A ball rolling at 1 m/s into a 15 cm riser stops against it, in ours as in MuJoCo; still
+    spinning, it climbs some cm up the riser on friction and falls back, as MuJoCo's does. The
+    riser's normal is horizontal, so no ball rides over the step. With the exact distance (blend
+    0), the ball in the corner meets one face per step and stays wedged there: printed."""
     dt, steps = 0.002, 250
     v = np.array([1.0, 0.0, 0.0, 0.0, 1.0 / RADIUS, 0.0])  # rolling toward +x
     qs_mj, _, _ = _mujoco(ball(), STEP, dt, 0.8, np.array([-0.3, 0, RADIUS - 0.0005, 1.0, 0, 0, 0]), v, steps)
     for model, sink in (("hard", 0.0005), ("smooth", 0.0025)):
-        qs, vs, _ = _ours(ball(), model, STEP, dt, 0.8, np.array([-0.3, 0, RADIUS - sink, 1.0, 0, 0, 0]), v, steps)
-        print(f"{model}: furthest x {qs[:, 0].max():.4f} m (MuJoCo {qs_mj[:, 0].max():.4f}), highest centre "
-              f"{qs[:, 2].max():.4f} m (MuJoCo {qs_mj[:, 2].max():.4f}), final x {qs[-1, 0]:.4f} (MuJoCo {qs_mj[-1, 0]:.4f})")
-        assert -RADIUS - 0.001 < qs[:, 0].max() < -RADIUS + 0.005 and -RADIUS - 0.001 < qs_mj[:, 0].max() < -RADIUS + 0.005
-        assert qs[:, 2].max() < 0.15 and np.abs(vs[-1, :3]).max() < 0.1  # stayed below the tread, at rest
+        for ground in (Boxes(STEP.boxes, blend=0.0), STEP):
+            qs, _, _ = _ours(ball(), model, ground, dt, 0.8, np.array([-0.3, 0, RADIUS - sink, 1.0, 0, 0, 0]), v, steps)
+            print(f"{model}, blend {ground.blend}: furthest x {qs[:, 0].max():.4f} m (MuJoCo {qs_mj[:, 0].max():.4f}), highest "
+                  f"centre {qs[:, 2].max():.4f} m (MuJoCo {qs_mj[:, 2].max():.4f}), final x {qs[-1, 0]:.4f} (MuJoCo {qs_mj[-1, 0]:.4f})")  # fmt: skip
+            assert -RADIUS - 0.001 < qs[:, 0].max() < -RADIUS + 0.005 and qs[:, 2].max() < 0.15  # stopped, not over
+        assert abs(qs[:, 2].max() - qs_mj[:, 2].max()) < 0.03 and abs(qs[-1, 0] - qs_mj[-1, 0]) < 0.015
+    assert -RADIUS - 0.001 < qs_mj[:, 0].max() < -RADIUS + 0.005 and qs_mj[:, 2].max() < 0.15
 
 
 @pytest.mark.parametrize("offset", [0.01, -0.01, -0.03])
@@ -170,5 +172,69 @@ def test_smooth_gradient_at_a_step_edge_matches_central_differences(offset):
         eps = 1e-6
         numeric = (float(loss(offset + eps)) - float(loss(offset - eps))) / (2 * eps)
     print(f"offset {offset}: analytic {analytic:.6e}, central difference {numeric:.6e}")
+    assert abs(numeric) > 1e-3
+    assert abs(analytic - numeric) < 1e-4 * abs(numeric)
+
+
+@pytest.mark.parametrize("model", ["hard", "smooth"])
+@pytest.mark.parametrize("blend", [0.0, 0.01])
+def test_quadruped_sliding_into_stairs_is_stopped_by_the_riser_with_a_gradient(model, blend):
+    """ANYmal holding its standing pose slides at 1 m/s into a staircase's first 15 cm riser, 1 cm
+    ahead of its front feet: the front feet stop against the riser instead of passing through or
+    climbing it, the knees stay clear, and the gradient through the impact is finite. With the
+    exact distance (blend 0) a front foot wedged in the riser's corner meets one face per step and
+    sinks about 14 mm into the other; rounding the corner by 1 cm keeps it within a few mm."""
+    robot = anymal_c()
+    model_mj = robot.mj_model()
+    data = mujoco.MjData(model_mj)
+    data.qpos[:] = robot.init_qpos()
+    mujoco.mj_kinematics(model_mj, data)
+    front = [model_mj.geom(f).id for f in robot.foot_geoms if data.geom_xpos[model_mj.geom(f).id, 0] > 0]
+    riser = float(data.geom_xpos[front[0], 0]) + robot.foot_radius + 0.01
+    sim = make_sim(robot, model, terrain=stairs(rise=0.15, run=0.3, steps=3, start=riser, blend=blend))
+    start = initial_state(robot)
+    start = start.replace(v=start.v.at[0].set(1.0))
+    pose = jnp.asarray(robot.default_pose, jnp.float32)
+    steps = 60  # 0.3 s
+    _, (traj, info) = jax.jit(lambda s: rollout(sim, s, jnp.tile(pose, (steps, 1)), 1000.0))(start)
+    reach = []
+    for q in np.asarray(traj.q, np.float64):
+        data.qpos[:] = q
+        mujoco.mj_kinematics(model_mj, data)
+        reach.append(data.geom_xpos[front, 0].max() + robot.foot_radius)
+    into_riser, deepest = max(reach) - riser, -float(np.asarray(info.gap).min())
+    print(f"{model}, blend {blend}: front feet {into_riser * 1000:.1f} mm into the riser's plane, deepest gap "
+          f"{deepest * 1000:.1f} mm, lowest knee {np.asarray(info.knee_height).min():.3f} m")  # fmt: skip
+    assert into_riser < 0.012 and deepest < (0.02 if blend == 0 else 0.008)
+    assert np.asarray(traj.q[:, 2]).min() > 0.45 and np.asarray(info.knee_height).min() > 0.1
+
+    def loss(offsets):
+        final, _ = rollout(sim, start, pose + offsets, 1000.0)
+        return final.q[0] + final.q[2]
+
+    gradient = np.asarray(jax.jit(jax.grad(loss))(jnp.zeros((32, 12))))
+    assert np.all(np.isfinite(gradient)) and np.abs(gradient).max() > 0.0
+
+
+def test_smooth_gradient_in_a_riser_corner_matches_central_differences():
+    """float64, smooth contact: a ball on the ground rolls at 0.3 m/s into the foot of a riser,
+    where the blended distance rounds the corner, 40 steps of 2 ms; d(final state)/d(initial x)
+    from reverse mode against central differences."""
+    with jax.enable_x64(True):
+        sim = make_sim(ball(), "smooth", dt=0.002, terrain=STEP)
+        weights = jnp.asarray(np.random.default_rng(5).normal(size=13))
+        velocity = jnp.array([0.3, 0.0, 0.0, 0.0, 0.3 / RADIUS, 0.0])
+
+        def loss(x):
+            q = jnp.array([x, 0.0, RADIUS - 0.003, 1.0, 0.0, 0.0, 0.0])
+            final, _ = rollout(sim, SimState(q=q, v=velocity), jnp.zeros((40, 0)), 1000.0)
+            return jnp.concatenate([final.q, final.v]) @ weights
+
+        loss = jax.jit(loss)
+        start = -RADIUS - 0.004
+        analytic = float(jax.jit(jax.grad(loss))(start))
+        eps = 1e-6
+        numeric = (float(loss(start + eps)) - float(loss(start - eps))) / (2 * eps)
+    print(f"riser corner: analytic {analytic:.6e}, central difference {numeric:.6e}")
     assert abs(numeric) > 1e-3
     assert abs(analytic - numeric) < 1e-4 * abs(numeric)

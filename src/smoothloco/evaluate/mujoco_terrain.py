@@ -26,7 +26,7 @@ def add_terrain(spec: mujoco.MjSpec, terrain: Terrain, extent: float = 10.0, cel
     """
     planes = [g for g in spec.worldbody.geoms if g.type == mujoco.mjtGeom.mjGEOM_PLANE]
     if len(planes) != 1:
-        raise ValueError(f"the model needs exactly one floor plane in its world body to put terrain in, has {len(planes)}")
+        raise ValueError(f"the model needs exactly one floor plane in its world body for the terrain, has {len(planes)}")
     floor = planes[0]
     if isinstance(terrain, Flat):
         return
@@ -49,7 +49,8 @@ def add_terrain(spec: mujoco.MjSpec, terrain: Terrain, extent: float = 10.0, cel
         low, span = heights.min(), max(np.ptp(heights), 1e-6)
         spec.add_hfield(name=HFIELD_NAME, size=[extent, extent, span, HFIELD_BASE], nrow=samples, ncol=samples,
                         userdata=((heights - low) / span).ravel().tolist())  # fmt: skip
-        floor.type, floor.hfieldname, floor.pos, floor.quat = mujoco.mjtGeom.mjGEOM_HFIELD, HFIELD_NAME, [0, 0, low], [1, 0, 0, 0]
+        floor.type, floor.hfieldname = mujoco.mjtGeom.mjGEOM_HFIELD, HFIELD_NAME
+        floor.pos, floor.quat = [0.0, 0.0, low], [1.0, 0.0, 0.0, 0.0]
     else:
         raise TypeError(f"no MuJoCo geoms for terrain {terrain!r}; accepted: Flat, Slope, Boxes or another HeightField")
 

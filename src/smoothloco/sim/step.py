@@ -8,6 +8,7 @@ midpoint: evaluate everything at q_m = q + h/2 v, solve foot impulses, then q+ =
 from __future__ import annotations
 
 from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np

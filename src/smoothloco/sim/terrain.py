@@ -126,8 +126,10 @@ class RoughGround(HeightField):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.height) and self.height >= 0 and math.isfinite(self.wavelength) and self.wavelength > 0):
-            raise ValueError(f"rough ground needs height >= 0 and wavelength > 0 m, got {self.height}, {self.wavelength}")
+        if not (math.isfinite(self.height) and self.height >= 0):
+            raise ValueError(f"rough ground needs a height >= 0 m, got {self.height}")
+        if not (math.isfinite(self.wavelength) and self.wavelength > 0):
+            raise ValueError(f"rough ground needs a wavelength > 0 m, got {self.wavelength}")
 
     @cached_property
     def waves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -137,7 +139,8 @@ class RoughGround(HeightField):
         wavelength = self.wavelength * rng.uniform(0.5, 2.0, ROUGH_WAVES)
         vectors = (2.0 * np.pi / wavelength)[:, None] * np.stack([np.cos(angle), np.sin(angle)], axis=1)
         amplitude = 0.5 * self.height * wavelength / wavelength.sum()
-        return vectors.astype(np.float32), amplitude.astype(np.float32), rng.uniform(0.0, 2.0 * np.pi, ROUGH_WAVES).astype(np.float32)
+        phase = rng.uniform(0.0, 2.0 * np.pi, ROUGH_WAVES)
+        return vectors.astype(np.float32), amplitude.astype(np.float32), phase.astype(np.float32)
 
     @property
     def steepest(self) -> float:
@@ -162,16 +165,25 @@ class Boxes:
     corner's nearest point. Inside the union it is the nearest of the ground's and each box's
     own inside distance; boxes that stack into a staircase should nest (each level as one box
     from the ground to its tread) so that no internal face lies near a tread or a riser.
-    One contact per query point: a sphere touching a tread and the riser above it at once meets
-    whichever is nearer in that step.
+    One contact per query point: with ``blend`` 0, a sphere touching a tread and the riser above
+    it at once meets whichever is nearer in that step, and sinks into the other.
     """
 
     boxes: tuple[Box, ...]
+    # m: concave corners (a tread and the riser above it) are rounded over about this much by a
+    # soft minimum of the distances, so that a foot in one meets one contact leaning out of it; 0:
+    # the exact nearest surface. Elsewhere they agree: with a surface Δ farther than the nearest,
+    # within blend x ln(1 + exp(-Δ / blend)) (0.5 mm at Δ = 3 cm) and a normal within 3° (0.4° at 5 cm).
+    blend: float = 0.01
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.blend) and self.blend >= 0):
+            raise ValueError(f"boxes' blend must be >= 0 m, got {self.blend}")
         for box in self.boxes:
             if len(box) != 6 or not all(math.isfinite(v) for v in box) or min(box[3:]) <= 0:
-                raise ValueError(f"a box is (x, y, z, half x, half y, half z) with finite numbers and positive half sizes, got {box}")
+                raise ValueError(
+                    f"a box is (x, y, z, half x, half y, half z) with finite numbers and positive half sizes, got {box}"
+                )
 
     def _arrays(self, dtype) -> tuple[jax.Array, jax.Array]:
         table = jnp.asarray(np.asarray(self.boxes, np.float64).reshape(-1, 6), dtype)
@@ -187,8 +199,16 @@ class Boxes:
         distances, normals = jax.vmap(box_distance, in_axes=(None, 0, 0))(point, centre, half)
         distances = jnp.concatenate([point[2:3], distances])
         normals = jnp.concatenate([jnp.array([[0.0, 0.0, 1.0]], point.dtype), normals])
-        nearest = jnp.argmin(distances)
-        return distances[nearest], normals[nearest]
+        if self.blend == 0.0:
+            nearest = jnp.argmin(distances)
+            return distances[nearest], normals[nearest]
+        # a soft minimum: within about ``blend`` of two surfaces at once (a tread and the riser
+        # above it) one contact's normal leans out of the corner instead of taking one of them
+        nearest = jnp.min(distances)
+        share = jax.nn.softmax(-(distances - nearest) / self.blend)
+        normal = share @ normals
+        distance = nearest - self.blend * jnp.log(jnp.sum(jnp.exp(-(distances - nearest) / self.blend)))
+        return distance, normal / jnp.linalg.norm(normal)
 
 
 def box_distance(point: jax.Array, centre: jax.Array, half: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -208,26 +228,37 @@ def box_distance(point: jax.Array, centre: jax.Array, half: jax.Array) -> tuple[
     return distance, normal
 
 
-def stairs(rise: float = 0.15, run: float = 0.3, steps: int = 4, landing: float = 1.0, start: float = 1.0, width: float = 20.0) -> Boxes:
+# m: stair boxes reach this far below the ground, so that no face of theirs lies at ground level
+# inside the staircase, where it would be the nearest surface of a point just above the ground
+FOOTING = 0.1
+
+
+def stairs(
+    rise: float = 0.15, run: float = 0.3, steps: int = 4, landing: float = 1.0, start: float = 1.0, width: float = 20.0,
+    blend: float = Boxes.blend,
+) -> Boxes:
     """A staircase across x: ``steps`` steps up (``rise`` m high, ``run`` m treads) from x =
     ``start``, a landing ``landing`` m long, the same steps down, ``width`` m wide (centred on
-    y = 0). Level k is one box from the ground to its tread, the levels nested."""
+    y = 0), its concave corners rounded by ``blend`` (``Boxes``). Level k is one box from the
+    ground's footing to its tread, the levels nested."""
     if not (rise > 0 and run > 0 and landing > 0 and width > 0 and steps >= 1 and math.isfinite(start)):
         raise ValueError(f"stairs need rise, run, landing, width > 0 m and steps >= 1, got rise {rise}, run {run}, "
                          f"landing {landing}, width {width}, steps {steps}, start {start}")  # fmt: skip
     top = start + (steps - 1) * run + 0.5 * landing  # the middle of the landing
     boxes = tuple(
-        (top, 0.0, 0.5 * level * rise, 0.5 * landing + (steps - level) * run, 0.5 * width, 0.5 * level * rise)
+        (top, 0.0, 0.5 * (level * rise - FOOTING),  # centre
+         0.5 * landing + (steps - level) * run, 0.5 * width, 0.5 * (level * rise + FOOTING))  # half sizes
         for level in range(1, steps + 1)
     )
-    return Boxes(boxes)
+    return Boxes(boxes, blend)
 
 
 def contact_frame(normal: jax.Array) -> jax.Array:
     """The (3, 3) contact frame [normal, tangent1, tangent2]; tangent1 is x projected onto the
     tangent plane, or y for a normal near x (a riser facing x). Friction is isotropic, so the
     switch changes only how impulses are written, not what they do."""
-    reference = jnp.where(normal[0] ** 2 < 0.5, jnp.array([1.0, 0.0, 0.0], normal.dtype), jnp.array([0.0, 1.0, 0.0], normal.dtype))
+    x, y = jnp.eye(3, dtype=normal.dtype)[:2]
+    reference = jnp.where(normal[0] ** 2 < 0.5, x, y)
     tangent1 = reference - jnp.dot(reference, normal) * normal
     tangent1 = tangent1 / jnp.linalg.norm(tangent1)
     tangent2 = jnp.cross(normal, tangent1)
@@ -252,13 +283,16 @@ def parse_terrain(text: str) -> Terrain:
         name, equals, value = item.partition("=")
         name = name.strip()
         if not equals or name not in parameters:
-            raise ValueError(f"terrain {kind!r} takes NAME=VALUE with NAME one of {', '.join(parameters) or 'none'}, got {item!r}")
+            accepted = ", ".join(parameters) or "none"
+            raise ValueError(f"terrain {kind!r} takes NAME=VALUE with NAME one of {accepted}, got {item!r}")
         number = int if name in ("steps", "seed") else float
         try:
             values[name] = number(value)
         except ValueError:
-            raise ValueError(f"terrain {kind!r}: {name} must be {'an integer' if number is int else 'a number'}, got {value!r}") from None
+            wanted = "an integer" if number is int else "a number"
+            raise ValueError(f"terrain {kind!r}: {name} must be {wanted}, got {value!r}") from None
     missing = [n for n, p in parameters.items() if p.default is inspect.Parameter.empty and n not in values]
     if missing:
-        raise ValueError(f"terrain {kind!r} needs {', '.join(f'{n}=VALUE' for n in missing)}, e.g. {kind}:{missing[0]}=...")
+        needed = ", ".join(f"{n}=VALUE" for n in missing)
+        raise ValueError(f"terrain {kind!r} needs {needed}, e.g. {kind}:{missing[0]}=...")
     return TERRAINS[kind](**values)
