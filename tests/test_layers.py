@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tasks", ("smoothloco.tasks", "smoothloco.tasks.*")),
     # Measurements on trajectories of the task; the training loop evaluates with them.
     ("measure", ("smoothloco.evaluate", "smoothloco.evaluate.metrics", "smoothloco.evaluate.record",
-                 "smoothloco.evaluate.grid", "smoothloco.evaluate.scenarios")),
+                 "smoothloco.evaluate.grid", "smoothloco.evaluate.scenarios", "smoothloco.evaluate.mujoco_terrain")),
     ("agents", ("smoothloco.train", "smoothloco.train.networks", "smoothloco.train.shac", "smoothloco.train.ppo")),
     ("runs", ("smoothloco.train.runs", "smoothloco.train.checkpoint", "smoothloco.train.run_folder")),
     ("train loop", ("smoothloco.train.runner",)),

@@ -14,7 +14,6 @@ integrator takes damping: with f(v) the passive force and K = -∂f/∂v ≥ 0 (
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +58,7 @@ class SimState:
 class StepInfo:
     """What contact did during the step; used for rewards, metrics and tests."""
 
-    gap: jax.Array  # (n_feet,) signed sphere height above the terrain at the midpoint
+    gap: jax.Array  # (n_feet,) signed distance from each foot sphere to the terrain at the midpoint
     weight: jax.Array  # (n_feet,) contact participation
     impulse: jax.Array  # (n_feet, 3) applied impulse, contact frame [normal, t1, t2]
     foot_velocity: jax.Array  # (n_feet, 3) contact-point velocity after the step, contact frame
@@ -67,7 +66,7 @@ class StepInfo:
     # () the motors' mechanical power over the step, Σ|τ·(q̇ + q̇_new)/2| (W): with positions
     # advanced by the mean of the two velocities, exactly the work each joint's torque did / dt
     power: jax.Array
-    knee_height: jax.Array  # (n_knees,) knee joint heights above the terrain at the midpoint
+    knee_height: jax.Array  # (n_knees,) knee joints' signed distances to the terrain at the midpoint
     finite: jax.Array  # () whether the new state is finite
 
 
@@ -102,7 +101,7 @@ class Sim:
     foot_body_ids: tuple[int, ...] = struct.field(pytree_node=False)
     foot_radius: float = struct.field(pytree_node=False)
     knee_body_ids: tuple[int, ...] = struct.field(pytree_node=False, default=())
-    terrain: Callable[[jax.Array], jax.Array] = struct.field(pytree_node=False, default=terrain_lib.flat)
+    terrain: terrain_lib.Terrain = struct.field(pytree_node=False, default=terrain_lib.flat)
 
     @property
     def n_feet(self) -> int:
@@ -114,7 +113,7 @@ def make_sim(
     contact: ContactConfig | str = "smooth",
     dt: float = 0.005,
     friction: float = 0.8,
-    terrain: Callable[[jax.Array], jax.Array] = terrain_lib.flat,
+    terrain: terrain_lib.Terrain = terrain_lib.flat,
     motor_envelope: bool = False,
 ) -> Sim:
     """Build a simulator for ``robot``; raises ``ValueError`` on a bad step or a missing foot.
@@ -209,16 +208,18 @@ def motor_torque_bounds(torque_limit, saturation_torque, velocity_limit, joint_v
 
 
 def _heights_above_terrain(sim: Sim, points: jax.Array) -> jax.Array:
-    return points[:, 2] - sim.terrain(points[:, :2])
+    """Signed distances (n,) of ``points`` (n, 3) to the terrain's surface."""
+    return jax.vmap(sim.terrain.distance)(points)[0]
 
 
 def _foot_contacts(sim: Sim, dyn: Dynamics) -> tuple[jax.Array, jax.Array]:
-    """Foot gaps (n,) and contact Jacobians (n*3, nv) with rows [normal, t1, t2] per foot."""
+    """Foot gaps (n,) and contact Jacobians (n*3, nv) with rows [normal, t1, t2] per foot: each
+    foot sphere against the nearest point of the terrain, which may be a riser or an edge."""
     bodies = np.array(sim.foot_body_ids)
     centers = dyn.frames.point(bodies, sim.foot_offset)
-    heights, frames = jax.vmap(lambda p: terrain_lib.contact_frame(sim.terrain, p))(centers)
-    normals = frames[:, 0]
-    gaps = (centers[:, 2] - heights) * normals[:, 2] - sim.foot_radius
+    distances, normals = jax.vmap(sim.terrain.distance)(centers)
+    frames = jax.vmap(terrain_lib.contact_frame)(normals)
+    gaps = distances - sim.foot_radius
     jacp, _ = point_jacobians(sim.tree, dyn.frames, bodies, centers - sim.foot_radius * normals)  # (n, 3, nv)
     jac = jnp.einsum("fab,fbv->fav", frames, jacp)
     return gaps, jac.reshape(-1, jac.shape[-1])
