@@ -342,6 +342,7 @@ def test_resets_cut_the_gradient_steps_do_not():
         (lambda: VelocityTrimConfig(hold=-0.1), "velocity_trim.hold must be >= 0"),
         (lambda: VelocityTrimConfig(rate=float("nan")), "task.velocity_trim"),
         (lambda: RandomizationConfig(hard_corner_fraction=1.5), "hard_corner_fraction must be in \\[0, 1\\]"),
+        (lambda: VelocityTaskConfig(sharpness=(300.0, 0.0)), "sharpness must be two values > 0"),
     ],
 )
 def test_bad_task_config(make, message):
@@ -455,3 +456,17 @@ def test_observation_history_stacks_the_last_frames_newest_first():
     command = jnp.array([0.5, 0.0, 0.2])  # a scripted start shows its command in every frame
     frames = jnp.split(jax.jit(task.reset_commanded)(jax.random.PRNGKey(5), command).obs, 3)
     np.testing.assert_array_equal([frame[9:12] for frame in frames], [command] * 3)
+
+
+def test_training_progress_moves_the_contact_sharpness_from_start_to_end():
+    """The task owns its sharpness: a reset is at the start of ``task.sharpness``; a trainer's
+    progress (0 to 1) moves it geometrically to the end, on one state or a batch's (the grid
+    evaluation checks that the step simulates the contact set)."""
+    task = VelocityTask(VelocityTaskConfig(sharpness=(300.0, 1200.0), **QUIET))
+    state = jax.jit(task.reset)(jax.random.PRNGKey(0))
+    assert float(state.info["sharpness"]) == 300.0
+    for progress, expected in ((0.0, 300.0), (0.5, 600.0), (1.0, 1200.0), (2.0, 1200.0)):
+        np.testing.assert_allclose(float(task.with_training_progress(state, progress).info["sharpness"]), expected, rtol=1e-6)
+    batch = jax.tree.map(lambda x: jnp.stack([x] * 3), state)
+    sharpened = task.with_training_progress(batch, 1.0).info["sharpness"]
+    np.testing.assert_allclose(np.asarray(sharpened), np.full(3, 1200.0), rtol=1e-6)
