@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: train test bench venv clean render-libs
+.PHONY: train test test-slow bench venv clean render-libs
 
 $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or set PYTHON=...)"; exit 1; }
@@ -29,8 +29,13 @@ render-libs:
 train: $(STAMP) | render-libs
 	$(BIN)/smoothloco train
 
+# The default suite (pyproject's addopts leave out the tests marked slow); test-slow runs only
+# those: the long learning, fault and fuzzing checks, which CI runs after the default suite.
 test: $(STAMP) | render-libs
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope  # two workers: compilation is single-threaded
+
+test-slow: $(STAMP) | render-libs
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m slow
 
 bench: $(STAMP)
 	$(BIN)/smoothloco bench sim --json bench-sim.json

@@ -15,13 +15,12 @@ import shutil
 import signal
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
 from fakes import write_untrained_run
 
 from smoothloco.cli import main
-from smoothloco.train import checkpoint, compile_cache, run_folder, run_log, runner
+from smoothloco.train import checkpoint, run_folder, run_log, runner
 from smoothloco.train.cli import EXIT_INTERRUPTED
 from smoothloco.train.shac import SHACConfig
 
@@ -68,9 +67,6 @@ def fake_loop(monkeypatch):
         return None, None, False
 
     monkeypatch.setattr(runner, "train_shac", fake_train_shac)
-    # train() points JAX's process-wide compilation cache at --run.compile_cache: keep this
-    # session's setting for the tests that run after these.
-    monkeypatch.setattr(compile_cache, "host_compile_cache", lambda root: jax.config.jax_compilation_cache_dir)
 
     def fake_finish(run_dir, config, history, *rest):
         seen["finished"].append(run_dir)

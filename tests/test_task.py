@@ -32,8 +32,8 @@ def _rollout(env, state, actions):
     return jax.lax.scan(body, state, actions)
 
 
-# The default contact runs in the default suite; hard and soft (a minute of compilation between
-# them) are slow: their physics is checked by the sim tests, their task use by the study.
+# The default contact runs in the default suite; hard and soft (a minute of compilation each)
+# are slow: their physics is checked by the sim tests, their task use by the study.
 @pytest.mark.parametrize(
     "contact", [pytest.param("hard", marks=pytest.mark.slow), "smooth", pytest.param("soft", marks=pytest.mark.slow)]
 )
@@ -52,7 +52,7 @@ def test_random_actions_stay_finite(contact):
     assert 0 < float(np.asarray(done).mean()) < 0.5  # random flailing falls sometimes, not always
 
 
-@pytest.mark.parametrize("contact", ["hard", "smooth"])
+@pytest.mark.parametrize("contact", [pytest.param("hard", marks=pytest.mark.slow), "smooth"])
 def test_zero_action_stands_ten_seconds(contact):
     task = VelocityTask(VelocityTaskConfig(contact=contact, gait=GaitConfig(frequency=0.0), **QUIET))
     state = task.reset(jax.random.PRNGKey(0))
