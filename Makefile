@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # uv installs the locked packages in seconds where pip takes about a minute.
 UV_VERSION := 0.13.9
 
-.PHONY: train test bench venv clean render-libs
+.PHONY: train test test-slow bench venv clean render-libs
 
 $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or set PYTHON=...)"; exit 1; }
@@ -31,8 +31,13 @@ render-libs:
 train: $(STAMP) | render-libs
 	$(BIN)/smoothloco train
 
+# The default suite (pyproject's addopts leave out the tests marked slow); test-slow runs only
+# those: the long learning, fault and fuzzing checks, which CI runs after the default suite.
 test: $(STAMP) | render-libs
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope  # two workers: compilation is single-threaded
+
+test-slow: $(STAMP) | render-libs
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope -m slow
 
 bench: $(STAMP)
 	$(BIN)/smoothloco bench sim --json bench-sim.json

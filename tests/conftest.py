@@ -1,6 +1,21 @@
 import os
 
+import pytest
+
 # Two host devices so sharding is exercised on a 2-core CI machine; set before JAX starts.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+# One persistent compilation cache for the whole suite, shared by both workers: a program that
+# several tests compile alike is compiled once, and a second run of the suite loads them all.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".jax_cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "2")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_compile_cache():
+    """``train`` points JAX's process-wide cache at ``run.compile_cache`` (relative to the working
+    directory, which tests move into temporary folders): keep the suite's cache instead."""
+    from smoothloco.train import runner  # late import: JAX starts after the settings above
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "use_compile_cache", lambda root: None)
+        yield

@@ -14,7 +14,7 @@ from flax import serialization
 from smoothloco.deploy import export
 from smoothloco.robot_side.contract import PolicyContractError
 from smoothloco.tasks import VelocityTask
-from smoothloco.train import checkpoint, runner
+from smoothloco.train import checkpoint, shac_loop
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHAC, SHACConfig, make_env
@@ -110,9 +110,9 @@ def test_a_checkpoint_of_another_environment_count_is_named_as_such(shac_run):
     assert checkpoint.saved_iteration(path) == 0
     eight = jax.tree.map(lambda x: np.zeros((8, *np.shape(x)[1:]), np.asarray(x).dtype), env_state)
     with pytest.raises(CheckpointError) as exc:
-        runner._load_shac_checkpoint(path, (train_state, eight), num_envs=8)
+        shac_loop.load_shac_checkpoint(path, (train_state, eight), num_envs=8)
     assert _one_line(exc) == f"checkpoint {path} holds 4 environments; the configuration asks shac.num_envs 8"
-    restored, _ = runner._load_shac_checkpoint(path, (train_state, env_state), num_envs=4)
+    restored, _ = shac_loop.load_shac_checkpoint(path, (train_state, env_state), num_envs=4)
     np.testing.assert_array_equal(restored.iteration, train_state.iteration)
 
 

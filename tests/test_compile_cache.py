@@ -2,16 +2,16 @@
 
 from pathlib import Path
 
-from smoothloco.train import runner
+from smoothloco.train import compile_cache
 
 
 def test_each_host_cpu_gets_its_own_cache_folder(monkeypatch, tmp_path: Path):
-    here = runner.host_compile_cache(str(tmp_path))
+    here = compile_cache.host_compile_cache(str(tmp_path))
     assert Path(here).parent == tmp_path
-    assert runner.host_compile_cache(str(tmp_path)) == here  # stable across calls
-    monkeypatch.setattr(runner, "_cpu_description", lambda: "model name\t: another CPU\nflags\t\t: fpu sse2")
-    assert runner.host_compile_cache(str(tmp_path)) != here
+    assert compile_cache.host_compile_cache(str(tmp_path)) == here  # stable across calls
+    monkeypatch.setattr(compile_cache, "_cpu_description", lambda: "model name\t: another CPU\nflags\t\t: fpu sse2")
+    assert compile_cache.host_compile_cache(str(tmp_path)) != here
 
 
 def test_an_empty_cache_folder_keeps_the_cache_off():
-    assert runner.host_compile_cache("") == ""
+    assert compile_cache.host_compile_cache("") == ""

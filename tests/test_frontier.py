@@ -41,7 +41,7 @@ def test_axes_are_parsed_typed_and_crossed():
     assert len(points) == 4 and points[1] == {"shac.num_envs": 32, "task.contact": "smooth"}
     assert frontier.point_name(points[1]) == "num_envs=32,task.contact=smooth"
     assert frontier.grid([]) == [{}] and frontier.point_name({}) == "default"
-    assert frontier.parse_axis("shac.sharpness_schedule=300,1000;500,500")[1] == [(300.0, 1000.0), (500.0, 500.0)]
+    assert frontier.parse_axis("task.sharpness=300,1000;500,500")[1] == [(300.0, 1000.0), (500.0, 500.0)]
     assert frontier.parse_axis("task.reward_weights.feet_swing_height=0,3")[1] == [0.0, 3.0]
 
 

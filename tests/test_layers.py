@@ -36,7 +36,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "smoothloco.evaluate.grid", "smoothloco.evaluate.scenarios", "smoothloco.evaluate.mujoco_terrain")),
     ("agents", ("smoothloco.train", "smoothloco.train.networks", "smoothloco.train.shac", "smoothloco.train.ppo")),
     ("runs", ("smoothloco.train.runs", "smoothloco.train.checkpoint", "smoothloco.train.run_folder")),
-    ("train loop", ("smoothloco.train.runner",)),
+    # One training run: its log and evaluations, each algorithm's host loop, the summary, and
+    # the run's lifecycle (runner) that ties them together.
+    ("train loop", ("smoothloco.train.compile_cache", "smoothloco.train.evaluation", "smoothloco.train.run_log",
+                    "smoothloco.train.shac_loop", "smoothloco.train.ppo_loop", "smoothloco.train.summary",
+                    "smoothloco.train.runner")),
     ("deploy / evaluate", ("smoothloco.deploy", "smoothloco.deploy.render",
                            "smoothloco.deploy.export", "smoothloco.deploy.play", "smoothloco.evaluate.transfer",
                            "smoothloco.evaluate.gradients", "smoothloco.evaluate.robustness")),

@@ -1,5 +1,6 @@
 """Brax's real PPO end to end on a tiny budget, through the command line (its own file: about a
-minute of compilation)."""
+minute and a half of compilation on a 2-core machine, so it runs with the slow checks; the
+default run checks the PPO wiring in tests/test_ppo.py)."""
 
 import json
 from pathlib import Path
@@ -7,12 +8,14 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from smoothloco.cli import main
 from smoothloco.tasks import VelocityTask
 from smoothloco.train.runs import load_run
 
 
+@pytest.mark.slow
 def test_tiny_ppo_run_end_to_end(tmp_path: Path):
     """Brax's real PPO, 4 iterations of 8 environments: the run folder matches SHAC's and the
     policy read back is tanh of the first 12 outputs of an ELU MLP (what the ONNX export assumes)."""

@@ -4,7 +4,7 @@ time and never one that is not a run; exit statuses tell finished from interrupt
 takes only the flags that can change (iterations, evaluation and checkpoint cadence) and refuses
 the others by name, says so when the run has already finished, and continues the clocks.
 
-The training loop is replaced by a fake that reports and checkpoints like ``_train_shac`` (in
+The training loop is replaced by a fake that reports and checkpoints like ``shac_loop.train_shac`` (in
 milliseconds): what is tested here is the run folder around it, not the learning."""
 
 import csv
@@ -15,13 +15,12 @@ import shutil
 import signal
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
 from fakes import write_untrained_run
 
 from smoothloco.cli import main
-from smoothloco.train import checkpoint, run_folder, runner
+from smoothloco.train import checkpoint, run_folder, run_log, runner
 from smoothloco.train.cli import EXIT_INTERRUPTED
 from smoothloco.train.shac import SHACConfig
 
@@ -37,7 +36,7 @@ class Killed(Exception):
 def fake_loop(monkeypatch):
     """Replace the SHAC loop (and the end-of-run summary) with a fake; returns its settings and what it saw.
 
-    Like ``_train_shac``: one metrics row per iteration (an evaluation every third, which adds
+    Like ``shac_loop.train_shac``: one metrics row per iteration (an evaluation every third, which adds
     columns), the metrics synced and a checkpoint holding the iteration saved every
     ``checkpoint_every`` iterations, at the end and when a stop is requested."""
     seen = {"runs": [], "configs": [], "inodes": [], "finished": [], "finished_history": []}
@@ -67,17 +66,14 @@ def fake_loop(monkeypatch):
                 return None, None, True
         return None, None, False
 
-    monkeypatch.setattr(runner, "_train_shac", fake_train_shac)
-    # train() points JAX's process-wide compilation cache at --run.compile_cache: keep this
-    # session's setting for the tests that run after these.
-    monkeypatch.setattr(runner, "host_compile_cache", lambda root: jax.config.jax_compilation_cache_dir)
+    monkeypatch.setattr(runner, "train_shac", fake_train_shac)
 
     def fake_finish(run_dir, config, history, *rest):
         seen["finished"].append(run_dir)
         seen["finished_history"].append(history)  # summary.json's wall_seconds and training.png come from it
         (run_dir / run_folder.SUMMARY_NAME).write_text("{}")  # written last, as the real one
 
-    monkeypatch.setattr(runner, "_finish", fake_finish)
+    monkeypatch.setattr(runner, "write_summary", fake_finish)
     return settings, seen
 
 
@@ -205,7 +201,7 @@ def test_new_run_refuses_a_folder_that_is_not_a_run(fake_loop, tmp_path: Path, c
         ("--shac.actor_lr", "inf", "shac.actor_lr must be finite, got inf"),
         ("--shac.init_log_std", "nan", "shac.init_log_std must be finite, got nan"),
         ("--shac.gamma", "nan", "shac.gamma must be finite, got nan"),
-        ("--shac.sharpness_schedule", "100,inf", "shac.sharpness_schedule must be finite, got 100.0,inf"),
+        ("--task.sharpness", "100,inf", "task.sharpness must be finite, got 100.0,inf"),
         ("--ppo.entropy_cost", "nan", "ppo.entropy_cost must be finite, got nan"),
         ("--ppo.learning_rate", "inf", "ppo.learning_rate must be finite, got inf"),
         ("--run.eval_seconds", "inf", "run.eval_seconds must be finite, got inf"),
@@ -238,7 +234,7 @@ def test_exit_status_tells_interrupted_from_finished(fake_loop, tmp_path: Path, 
     def interrupted_start_up(*args):
         raise KeyboardInterrupt  # Ctrl-C before the loop's handler is installed
 
-    monkeypatch.setattr(runner, "_train_shac", interrupted_start_up)
+    monkeypatch.setattr(runner, "train_shac", interrupted_start_up)
     assert main(["train", *TINY, "--out", str(tmp_path / "other")]) == EXIT_INTERRUPTED
     assert "interrupted" in capsys.readouterr().err
 
@@ -323,7 +319,7 @@ def test_resume_refuses_every_other_flag_by_name(fake_loop, tmp_path: Path, caps
 
 
 class Clock:
-    """``time.perf_counter`` for the runner: every reading is 10 s after the one before."""
+    """``time.perf_counter`` for the run log: every reading is 10 s after the one before."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -335,7 +331,7 @@ class Clock:
 
 def test_a_resumed_run_continues_the_clocks_of_the_sessions_before(fake_loop, tmp_path: Path, monkeypatch):
     settings, seen = fake_loop
-    monkeypatch.setattr(runner, "time", Clock())  # RunLog's start, then one reading per row
+    monkeypatch.setattr(run_log, "time", Clock())  # RunLog's start, then one reading per row
     run = tmp_path / "run"
     settings["kill_after"] = 5  # checkpointed at 4: row 5 comes again after the resume
     with pytest.raises(Killed):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fakes import write_untrained_run
+from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
@@ -57,6 +58,26 @@ def test_a_config_from_before_the_velocity_trim_loads_without_it():
 
 
 def test_final_sharpness_is_what_the_policy_trained_with():
-    assert TrainConfig().final_sharpness == 1000.0  # the end of SHAC's default schedule
-    assert TrainConfig(shac=SHACConfig(sharpness_schedule=())).final_sharpness == 300.0
-    assert TrainConfig(algo="ppo").final_sharpness == 300.0  # Brax's PPO never schedules it
+    assert TrainConfig().final_sharpness == 1000.0  # the end of the task's default (300, 1000)
+    fixed = TrainConfig(task=VelocityTaskConfig(sharpness=(500.0, 500.0)))
+    assert fixed.final_sharpness == 500.0
+    assert TrainConfig(algo="ppo").final_sharpness == 300.0  # Brax's PPO stays at the start
+
+
+@pytest.mark.parametrize(
+    "algo,task_sharpness,schedule,expected",
+    [
+        ("shac", 300.0, [300.0, 1000.0], (300.0, 1000.0)),  # the schedule took over the task's number
+        ("shac", 500.0, [], (500.0, 500.0)),  # an empty schedule kept the task's number
+        ("shac", 400.0, None, (400.0, 400.0)),  # from before the schedule
+        ("ppo", 300.0, [300.0, 1000.0], (300.0, 300.0)),  # PPO never used the schedule
+    ],
+)
+def test_a_saved_sharpness_number_and_schedule_load_as_the_task_setting(algo, task_sharpness, schedule, expected):
+    saved = TrainConfig(algo=algo).to_dict()
+    saved["task"]["sharpness"] = task_sharpness
+    if schedule is not None:
+        saved["shac"]["sharpness_schedule"] = schedule
+    config = TrainConfig.from_dict(saved)
+    assert config.task.sharpness == expected
+    assert TrainConfig.from_dict(config.to_dict()) == config

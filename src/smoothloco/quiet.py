@@ -18,7 +18,7 @@
    features only. The two tuning flags are never found, so every load is reported as a machine
    mismatch although the program was compiled on this very CPU (XLA's own TODO b/477590953
    already calls it a warning to be turned into an error later). A real mismatch cannot occur
-   here anyway: ``train.runner.host_compile_cache`` gives each host CPU its own cache folder.
+   here anyway: ``train.compile_cache.host_compile_cache`` gives each host CPU its own cache folder.
    ``quiet_cache_loads`` wraps JAX's cache read and drops, from what XLA writes to stderr
    meanwhile, exactly these lines for these two flags, plus the line ``Assume version
    compatibility. PjRt-IFRT does not track XLA executable versions`` that each load also

@@ -17,6 +17,19 @@ SHOWN_CHARACTERS = 60  # of a refused value in a message: a message never carrie
 MAX_MESSAGE = 800  # characters of a refusal, the accepted names included
 
 
+def setting(default: Any, help: str) -> Any:
+    """A config dataclass field with its default and the one-line help of its flag, kept next to
+    it (``smoothloco train --help`` reads it from the field's metadata)."""
+    if not help.strip():
+        raise ValueError("a setting needs its help text")
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def help_of(field: dataclasses.Field) -> str | None:
+    """The help text ``setting`` gave ``field``, or None."""
+    return field.metadata.get("help")
+
+
 def shown(value: object) -> str:
     """``repr(value)`` cut to ``SHOWN_CHARACTERS`` (one line: repr escapes newlines)."""
     text = repr(value)

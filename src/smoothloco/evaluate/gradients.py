@@ -187,7 +187,7 @@ def contact_gradient_quality(
     if run is not None and run.config.algo != "shac":
         raise ValueError(f"{run.run_dir} is a {run.config.algo} run; the gradient study differentiates SHAC's actor")
     shac = run.config.shac if run else SHACConfig()
-    base = replace(run.config.task, sharpness=run.config.final_sharpness) if run else VelocityTaskConfig()
+    base = replace(run.config.task, sharpness=(run.config.final_sharpness,) * 2) if run else VelocityTaskConfig()
     out = {}
     for model in models:
         config = base.quiet(**{"contact": model, **(task_overrides(model) if task_overrides else {})})

@@ -49,10 +49,10 @@ def command_evaluator(
     seconds: float = 5.0,
     settle_seconds: float = 1.0,
 ) -> Callable[[Any], dict]:
-    """``evaluate(params, sharpness=None)`` for ``make_policy(params) -> policy``, compiled on its
-    first call and reused: parameters and the smooth contact's sharpness (default: the task's)
-    are arguments of the jitted rollout, not constants baked into it, so a training evaluates
-    at the sharpness its schedule has reached."""
+    """``evaluate(params, progress=None)`` for ``make_policy(params) -> policy``, compiled on its
+    first call and reused: parameters and the training progress (0 to 1; default 0, a fresh
+    reset's) are arguments of the jitted rollout, not constants baked into it, so a training
+    evaluates in the contact its task has reached (``VelocityTask.with_training_progress``)."""
     config = task_config.quiet()
     task = VelocityTask(config)
     steps = int(round(seconds / config.control_dt))
@@ -62,10 +62,9 @@ def command_evaluator(
     command_array = jnp.asarray(commands, jnp.float32)
     keys = jax.random.split(jax.random.PRNGKey(0), len(commands))
 
-    def run(params, sharpness: jax.Array, command: jax.Array, key: jax.Array):
+    def run(params, progress: jax.Array, command: jax.Array, key: jax.Array):
         policy = make_policy(params)
-        state = task.reset_commanded(key, command)
-        state = state.replace(info={**state.info, "sharpness": sharpness})
+        state = task.with_training_progress(task.reset_commanded(key, command), progress)
 
         def body(carry, _):
             state, fallen, ret = carry
@@ -83,9 +82,9 @@ def command_evaluator(
     times = np.arange(steps) * config.control_dt
     mass = task.robot.mass
 
-    def evaluate(params, sharpness: float | None = None) -> dict:
-        sharpness = jnp.asarray(config.sharpness if sharpness is None else sharpness, jnp.float32)
-        returns, records = jax.device_get(rollout(params, sharpness, command_array, keys))
+    def evaluate(params, progress: float | None = None) -> dict:
+        progress = jnp.asarray(0.0 if progress is None else progress, jnp.float32)
+        returns, records = jax.device_get(rollout(params, progress, command_array, keys))
         rows = []
         for i, command in enumerate(commands):
             traj = {k: np.asarray(v[i], np.float64) for k, v in records.items() if k not in ("done", "fallen")}

@@ -68,7 +68,7 @@ def rollout_ours(run, contact: str, scenarios: Sequence[Scenario | Script]) -> l
     task = VelocityTask(
         config.quiet(
             contact=contact,
-            sharpness=run.config.final_sharpness,  # what the policy finally trained on
+            sharpness=(run.config.final_sharpness,) * 2,  # what the policy finally trained on, fixed
             commands=CommandConfig(resample_seconds=(1e9, 1e9), zero_probability=1.0),  # reset stands still
         )
     )

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from smoothloco.robot import DEFAULT_ROBOT, check_robot_name, load_robot
 from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
-from smoothloco.validation import require_finite, with_settings
+from smoothloco.validation import require_finite, setting, with_settings
 
 Range = tuple[float, float]
 MIN_SIM_DT, MAX_CONTROL_DT = 1e-5, 1.0  # s
@@ -44,12 +44,12 @@ DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
 
 @dataclass(frozen=True)
 class CommandConfig:
-    lin_vel_x: Range = (-1.0, 1.0)  # m/s
-    lin_vel_y: Range = (-1.0, 1.0)  # m/s
-    yaw_rate: Range = (-1.0, 1.0)  # rad/s
-    resample_seconds: Range = (4.0, 10.0)
+    lin_vel_x: Range = setting((-1.0, 1.0), "range low,high of the commanded forward velocity, m/s")
+    lin_vel_y: Range = setting((-1.0, 1.0), "range low,high of the commanded sideways velocity, m/s")
+    yaw_rate: Range = setting((-1.0, 1.0), "range low,high of the commanded turning rate, rad/s")
+    resample_seconds: Range = setting((4.0, 10.0), "a new command is drawn after a time uniform in low,high seconds")
     # share of stand-still commands; 0.1 left the self-stepping policy stepping in place at zero
-    zero_probability: float = 0.2
+    zero_probability: float = setting(0.2, "share of the commands that are zero (stand still)")
 
     def __post_init__(self) -> None:
         require_finite("task.commands", self)
@@ -62,11 +62,11 @@ class CommandConfig:
 
 @dataclass(frozen=True)
 class PushConfig:
-    enabled: bool = True
+    enabled: bool = setting(True, "kick the base at random times during training")
     # m/s, horizontal velocity kick on the base, uniform in [0, max_speed]; legged_gym's 1.0 left
     # the robustness suite's 1.5 m/s test pushes untrained (docs/history/robustness.md)
-    max_speed: float = 1.5
-    interval_seconds: Range = (5.0, 10.0)
+    max_speed: float = setting(1.5, "largest horizontal velocity kick of the base, m/s")
+    interval_seconds: Range = setting((5.0, 10.0), "time between kicks, uniform in low,high seconds")
 
     def __post_init__(self) -> None:
         require_finite("task.pushes", self)
@@ -83,31 +83,45 @@ class RandomizationConfig:
     with them 0.088-0.097 (docs/results.md). The gearbox terms scale with each joint's torque
     limit, so they fit any robot."""
 
-    enabled: bool = True
+    enabled: bool = setting(True, "randomize the physics of each environment within the ranges below")
     # down to wet tiles: from 0.5 the policy fell on 0.3 in a third of the tests; from 0.3 it tracked
     # 0.21 m/s on 0.4 with weak motors in MuJoCo (its feet slip)
-    friction: Range = (0.2, 1.25)
-    added_base_mass: Range = (-5.0, 5.0)  # kg
-    base_com_offset: float = 0.05  # m, each axis uniform in [-x, x]
-    kp_scale: Range = (0.9, 1.1)
-    kd_scale: Range = (0.9, 1.5)  # up to the PD's damping plus a gearbox's viscous damping
-    motor_strength: Range = (0.8, 1.1)
+    friction: Range = setting((0.2, 1.25), "range low,high of the ground friction coefficient")
+    added_base_mass: Range = setting((-5.0, 5.0), "range low,high of the mass added to the base, kg")
+    base_com_offset: float = setting(0.05, "shift of the base's centre of mass, uniform in [-x, x] on each axis, m")
+    kp_scale: Range = setting((0.9, 1.1), "range low,high of the factor on the joints' PD stiffness")
+    # up to the PD's damping plus a gearbox's viscous damping
+    kd_scale: Range = setting((0.9, 1.5), "range low,high of the factor on the joints' PD damping")
+    motor_strength: Range = setting((0.8, 1.1), "range low,high of the factor on the joint torques")
     # s; per-environment delay before new joint targets reach the motors (a robot's
     # communication and driver latency), a whole number of simulation steps up to control_dt;
     # trained without it, a 20 ms delay doubled the tracking error in MuJoCo
-    action_delay: Range = (0.0, 0.02)
+    action_delay: Range = setting(
+        (0.0, 0.02),
+        "range low,high of the delay before joint targets reach the motors, s (whole simulation steps, at most "
+        "task.control_dt)",
+    )
     # kg·m² per N·m of the joint's torque limit, added to every driven joint's rotor inertia
     # (armature), one draw per environment: a geared drive's reflected inertia, which a link-only
     # model leaves out (rotor inertia x gear ratio², and the torque grows with the ratio too);
     # 6.25e-4 is 0.05 kg·m² for ANYmal's 80 N·m drives
-    rotor_armature_per_torque: Range = (0.0, 6.25e-4)
+    rotor_armature_per_torque: Range = setting(
+        (0.0, 6.25e-4),
+        "range low,high of the rotor inertia added to every driven joint per N·m of its torque limit, kg·m²/(N·m) (a "
+        "geared drive's reflected inertia)",
+    )
     # Coulomb friction in every driven joint as a share of its torque limit, one draw per
     # environment (a gearbox's losses; sim.Sim.joint_friction); 0.025 is 2 N·m for ANYmal
-    joint_friction_share: Range = (0.0, 0.025)
+    joint_friction_share: Range = setting(
+        (0.0, 0.025),
+        "range low,high of the joints' Coulomb friction as a share of their torque limit (a gearbox's losses)",
+    )
     # fraction of environments that get every range at its harder end at once (least friction and
     # motor strength, most mass, armature and joint friction, softest kp, stiffest kd): the
     # combination independent draws almost never make, and the one a worn robot on a wet floor meets
-    hard_corner_fraction: float = 0.0
+    hard_corner_fraction: float = setting(
+        0.0, "fraction of environments with every range above at its harder end at once"
+    )
 
     def __post_init__(self) -> None:
         require_finite("task.randomization", self)
@@ -138,21 +152,32 @@ class VelocityTrimConfig:
     the average error (task.velocity_error_window > 0 and observe_base_lin_vel); rate 0 turns it
     off."""
 
-    rate: float = 1.0  # 1/s, trim gained per second per unit average error
-    hold: float = 0.25  # s after a command change before the trim moves
-    freeze: float = 0.4  # m/s, planar average error above which the trim holds still
-    limit: float = 0.5  # m/s and rad/s, per axis
-    # m/s and rad/s (norm of the change in vx, vy, yaw rate): how far the command may move from
-    # the one the trim was started for before the trim starts again. A joystick's command changes
-    # a little every period; restarting at every change (0) kept the trim off for it. 0.1 is the
-    # standing threshold: smaller than any command a user would call new, far above stick noise.
-    restart_tolerance: float = 0.1
+    rate: float = setting(
+        1.0,
+        "outer velocity loop while walking: the actor observes the command plus a trim that integrates the average "
+        "velocity error at this rate, 1/s (0 = off; needs task.velocity_error_window > 0)",
+    )
+    hold: float = setting(0.25, "s after each new command before the trim moves (it restarts from zero)")
+    freeze: float = setting(0.4, "the trim holds still while the planar average velocity error exceeds this, m/s")
+    limit: float = setting(0.5, "largest trim on each axis, m/s and rad/s")
+    # A joystick's command changes a little every period; restarting at every change (0) kept the
+    # trim off for it. 0.1 is the standing threshold: smaller than any command a user would call
+    # new, far above stick noise.
+    restart_tolerance: float = setting(
+        0.1,
+        "a command this far (norm, m/s and rad/s) from the one the trim started for restarts it; smaller changes "
+        "(a joystick's) keep it",
+    )
     # Whether this task closes the loop around the policy. Evaluations do (``quiet``), as the
     # deployed controller does; training does not by default: the policy learns to track on its
     # own and the loop removes only what is left in a harder world. Trained inside the loop, the
     # policy leaned on it (MuJoCo nominal 0.065-0.077 m/s with the loop opened) and "all combined"
     # was no better (docs/history/robustness.md, the velocity trim).
-    closed_loop: bool = False
+    closed_loop: bool = setting(
+        False,
+        "train inside the loop too (default: the policy learns to track on its own; the loop closes around it in "
+        "evaluations and at deployment)",
+    )
 
     def __post_init__(self) -> None:
         require_finite("task.velocity_trim", self)
@@ -174,21 +199,35 @@ class GaitConfig:
       ``feet_swing_height`` tracks; the policy then has to find the stepping itself.
     """
 
-    frequency: float = 2.0  # Hz, full gait cycles per second; 0 stops the clock (and both uses)
+    frequency: float = setting(
+        2.0, "gait clock in cycles per second, observed by the policy and timing the swing-height reward (0 = no clock)"
+    )
     # rad of HFE flexion at mid-swing, the knee flexes twice as much; 0 (default) turns the
     # generator off. Without generator and swing target SHAC learned to stand (lin. error 0.39
     # m/s); with the swing target alone it walks better than with the generator (docs/own-gait.md).
-    hip_amplitude: float = 0.0
-    swing_height: float = 0.08  # m, peak foot height of the swing target
+    hip_amplitude: float = setting(
+        0.0,
+        "trot generator: hip flexion at mid-swing in rad, added open-loop to the policy's joint targets; the knee "
+        "flexes twice as much (0 = off: the policy steps by itself)",
+    )
+    swing_height: float = setting(
+        0.08, "peak foot height in m that the feet_swing_height reward asks of a swinging foot"
+    )
     # The clock observation reads (0, 0) while the command asks to stand: standing is then one
     # fixed input, not a clock the policy must learn to ignore. Without it the self-stepping
     # policy kept lifting a diagonal pair 1.5 cm at a zero command in MuJoCo (docs/own-gait.md).
-    hide_clock_when_standing: bool = True
+    hide_clock_when_standing: bool = setting(
+        True, "the gait clock observation reads (0, 0) while the command asks to stand (its norm at most 0.1)"
+    )
     # m/s; at a zero command the gait (clock, swing targets, no standing-pose penalty) still runs
     # while the base's horizontal speed exceeds this, so a push is answered with steps; 0: the
     # command alone decides. Without it a standing robot never stepped after a push and fell at
     # 1.5 m/s sideways (docs/results.md).
-    recovery_speed: float = 0.3
+    recovery_speed: float = setting(
+        0.3,
+        "at a zero command the gait still runs while the base moves faster than this, m/s, so that a push is answered "
+        "with steps (0 = the command alone decides)",
+    )
 
     def __post_init__(self) -> None:
         require_finite("task.gait", self)
@@ -212,52 +251,89 @@ class VelocityTaskConfig:
     """Velocity tracking on flat ground. The defaults are for the default robot; another robot's
     spec changes those that scale with it (``for_robot``)."""
 
-    robot: str = DEFAULT_ROBOT  # a bundled robot's name or the path of a robot spec file
-    contact: str = "smooth"
-    sharpness: float = DEFAULT_SHARPNESS  # 1/m, smooth contact; the trainer may schedule it at run time
+    robot: str = setting(
+        DEFAULT_ROBOT,
+        "robot: a bundled one (anymal_c, go2) or the path of a robot spec file (docs/own-robot.md); the task settings "
+        "its spec states replace the defaults below",
+    )
+    contact: str = setting("smooth", "contact model of the training simulator: hard, smooth or soft")
+    # 1/m, the smooth contact's sharpness at the start and at the end of training, geometric in
+    # between (VelocityTask.with_training_progress); equal values keep it fixed. A soft start gives
+    # the actor gradients from feet that are still in the air; the sharper end (a resting foot
+    # sinks ~6 mm instead of ~14 mm) is what the policy finally trains on, and brought the
+    # MuJoCo/own-sim yaw-error ratio of two seeds from 1.36x/1.21x (fixed 300) to 1.18x/1.02x
+    # (docs/own-gait.md). A state fresh from reset is at the start.
+    sharpness: Range = setting(
+        (DEFAULT_SHARPNESS, 1000.0),
+        "smooth contact: sigmoid sharpness s in 1/m (contact weight 1/(1+exp(s*gap))) at the start and the end of "
+        "training, start,end, geometric in between (equal values keep it fixed; Brax's PPO trains at the start "
+        "throughout)",
+    )
     # s; the largest tested step whose hard-contact gaits stay within 2.5 cm / 0.05 rad RMS of a
     # 0.25 ms reference over 1 s (`smoothloco bench dt`: 5 ms gives 2.0 cm / 0.039 rad, 10 ms 4.1 cm / 0.056)
-    sim_dt: float = 0.005
+    sim_dt: float = setting(0.005, "simulation step in seconds")
     # soft contact: the penalty spring and damper (dFlex-style). Stiffer springs need smaller
     # steps: 2e4 N/m diverged at 5 ms and runs at 2.5 ms (--task.sim_dt 0.0025).
-    soft_stiffness: float = 2.0e4  # N/m
-    soft_damping: float = 2.0e2  # N·s/m
+    soft_stiffness: float = setting(
+        2.0e4, "soft contact: penalty spring stiffness in N/m (stiffer needs a smaller task.sim_dt)"
+    )
+    soft_damping: float = setting(2.0e2, "soft contact: penalty damping in N·s/m")
     # the robot's DC-motor torque-speed envelope instead of a flat torque limit, where its spec
     # states one (RobotSpec.velocity_limit): a real drive gives less torque the faster it turns
-    motor_envelope: bool = True
+    motor_envelope: bool = setting(
+        True,
+        "limit the torque by the robot's DC-motor torque-speed envelope where its spec states one (less torque the "
+        "faster a joint turns) instead of a flat torque limit",
+    )
     # m from trough to crest of smooth rolling hills to train on (sim.terrain.RollingHills); 0 =
     # flat. Base height (reward, termination) is then measured above the ground under the base.
     # Trained on friction down to 0.2 on flat ground, the policy fell in 11 % of MuJoCo's 5 cm
     # bumps, on these hills in none (docs/results.md).
-    hills_height: float = 0.08
-    # m, the length of the hills' middle wave (the others are 0.69 and 1.31 times it)
-    hills_wavelength: float = 1.3
-    control_dt: float = 0.02  # s (50 Hz)
-    action_scale: float = 0.5  # rad per unit action
-    obs_noise: float = 1.0  # scale of uniform sensor noise (multiplies per-signal noise levels, legged_gym's)
-    privileged_critic: bool = False  # observation dict with "privileged_state" for the critic
+    hills_height: float = setting(0.08, "height of the rolling hills to train on, trough to crest, m (0 = flat ground)")
+    hills_wavelength: float = setting(
+        1.3, "length of the hills' middle wave, m (the other two are 0.69 and 1.31 times it)"
+    )
+    control_dt: float = setting(0.02, "control period in seconds (a whole number of simulation steps)")
+    action_scale: float = setting(0.5, "radians of joint-target offset per unit action")
+    # scale of uniform sensor noise (multiplies per-signal noise levels, legged_gym's)
+    obs_noise: float = setting(1.0, "multiplier of the per-signal sensor noise levels (0 = none)")
+    # observation dict with "privileged_state" for the critic
+    privileged_critic: bool = setting(False, "give the critic privileged observations (friction, mass, contacts)")
     # False: the actor observes proprioception and the IMU only, as on a robot without a base
     # velocity estimator; with privileged_critic the critic still sees the velocity
-    observe_base_lin_vel: bool = True
+    observe_base_lin_vel: bool = setting(
+        True,
+        "the actor observes the base's linear velocity (false: proprioception and IMU only, as on a robot without a "
+        "velocity estimator; needs task.gait.recovery_speed 0)",
+    )
     # observation frames the actor sees, newest first (1: the current one). Past frames show how
     # the joints and the base answered the last actions: slip, a delay, a weak motor, and (for a
     # policy without observe_base_lin_vel) the base velocity, none of which one frame shows.
-    obs_history: int = 1
+    obs_history: int = setting(1, "observation frames the actor sees, newest first (1 = the current one only)")
     # s; > 0 adds the command's tracking error (vx, vy, yaw rate) averaged over about this long
     # (an exponential moving average) to the actor's observation where it observes the base
     # velocity: integral action, which lets the policy see, and so learn to remove, a steady
     # shortfall (weak motors on a wet floor walked at 70 % of the command; with it, MuJoCo's "all
     # combined" error fell from 0.193 to 0.120 m/s, docs/results.md); 0: not observed
-    velocity_error_window: float = 1.0
+    velocity_error_window: float = setting(
+        1.0,
+        "s; > 0: the actor also observes command minus measured velocity averaged over about this long (integral "
+        "action against a steady shortfall); 0 = not observed",
+    )
     # an outer velocity loop around the policy: without it, most of MuJoCo's "all combined" error
     # was a steady shortfall, which the trim removes (docs/history/robustness.md)
     velocity_trim: VelocityTrimConfig = field(default_factory=VelocityTrimConfig)
-    min_base_height: float = 0.3  # m
-    min_knee_height: float = 0.02  # m
-    max_tilt_deg: float = 60.0
-    max_speed: float = 50.0  # any generalized velocity above this is a diverged simulation
-    base_height_target: float = 0.52  # m, the PD-loaded standing height
-    tracking_sigma: float = 0.25
+    min_base_height: float = setting(0.3, "an episode ends when the base is lower than this, m")
+    min_knee_height: float = setting(0.02, "an episode ends when a knee is lower than this above the ground, m")
+    max_tilt_deg: float = setting(60.0, "an episode ends when the base tilts more than this from upright, degrees")
+    # any generalized velocity above this is a diverged simulation
+    max_speed: float = setting(
+        50.0, "an episode ends when any base or joint velocity exceeds this (the simulation diverged)"
+    )
+    base_height_target: float = setting(0.52, "standing height of the base in m that the base_height reward term holds")
+    tracking_sigma: float = setting(
+        0.25, "width of the velocity-tracking rewards exp(-error^2/sigma); smaller is stricter"
+    )
     commands: CommandConfig = field(default_factory=CommandConfig)
     pushes: PushConfig = field(default_factory=PushConfig)
     gait: GaitConfig = field(default_factory=GaitConfig)
@@ -269,8 +345,8 @@ class VelocityTaskConfig:
         check_robot_name(self.robot)
         if self.contact not in CONTACT_MODELS:
             raise ValueError(f"unknown contact model {self.contact!r}; accepted: {', '.join(CONTACT_MODELS)}")
-        if not self.sharpness > 0:
-            raise ValueError(f"sharpness must be > 0 (1/m), got {self.sharpness}")
+        if len(self.sharpness) != 2 or not min(self.sharpness) > 0:
+            raise ValueError(f"sharpness must be two values > 0 (start,end in 1/m), got {self.sharpness}")
         # Physical steps: a controller at 1 Hz or faster, a simulation step of at least 10 µs
         # (smaller ones make step counts that overflow or never end).
         if not (MIN_SIM_DT <= self.sim_dt and 0 < self.control_dt <= MAX_CONTROL_DT):

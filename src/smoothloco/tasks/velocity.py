@@ -105,7 +105,7 @@ class VelocityTask(Env):
             "command_countdown": command_countdown,
             "push_countdown": self._sample_push_interval(push_key),
             "air_time": jnp.zeros(4),
-            "sharpness": jnp.asarray(self.config.sharpness, jnp.float32),
+            "sharpness": jnp.asarray(self.config.sharpness[0], jnp.float32),  # with_training_progress moves it
             "pushes": jnp.zeros((), jnp.int32),
             "command_changes": jnp.zeros((), jnp.int32),
             "joint_target": jnp.asarray(self.robot.default_pose, jnp.float32),  # what the motors last received
@@ -124,6 +124,15 @@ class VelocityTask(Env):
         info = {**state.info, "command": command}
         obs, info["controller"] = self._first_observation(state.pipeline_state, info)
         return state.replace(obs=obs, info=info)
+
+    def with_training_progress(self, state: State, progress: jax.Array | float) -> State:
+        """``state`` (one environment's or a batch's) at ``progress`` through training, 0 at the
+        start and 1 at the end: the smooth contact's sharpness moves geometrically from
+        ``config.sharpness[0]`` to ``config.sharpness[1]``. A trainer calls it before its steps and
+        after its resets; a state fresh from ``reset`` is at the start."""
+        start, end = self.config.sharpness
+        sharpness = start * (end / start) ** jnp.clip(progress, 0.0, 1.0)
+        return state.replace(info={**state.info, "sharpness": jnp.full_like(state.info["sharpness"], sharpness)})
 
     def step(self, state: State, action: jax.Array) -> State:
         return self.step_with_contact(state, action)[0]

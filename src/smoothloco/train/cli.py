@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import shutil
 import sys
 import typing
 from pathlib import Path
 
-from smoothloco.argtypes import config_value, describe, metavar
+from smoothloco.argtypes import config_value, metavar
 from smoothloco.deploy.play import deploy_after_training
 from smoothloco.robot import BUNDLED_ROBOTS, DEFAULT_ROBOT
 from smoothloco.robot.loading import is_spec_path
@@ -31,137 +32,11 @@ from smoothloco.train.run_folder import CONFIG_NAME, RunAlreadyFinished, RunFold
 from smoothloco.train.runner import check_divides_over_devices, interrupted, train
 from smoothloco.train.runs import ALGORITHMS, RESUME_SETTINGS, RunConfig, TrainConfig, read_config
 from smoothloco.train.shac import SHACConfig
-from smoothloco.validation import one_line, with_settings
+from smoothloco.validation import help_of, one_line, with_settings
 
 SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig), ("run", RunConfig))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention; a SIGTERM-stopped run also exits with it
 EXIT_DIVERGED = 3  # SHAC stopped after run.max_skipped_iterations non-finite iterations in a row
-_ENVS = "parallel environments (split over all devices)"
-_EPISODE = "control steps before an episode is cut off (bootstrapped, not a fall); 1000 = 20 s at 50 Hz"
-
-# Help of each flag. A field without an entry gets one made from its name and type
-# (``flag_help``); the reward weights all get theirs that way.
-HELP = {
-    "task.robot": "robot: a bundled one (anymal_c, go2) or the path of a robot spec file (docs/own-robot.md); "
-    "the task settings its spec states replace the defaults below",
-    "task.contact": "contact model of the training simulator: hard, smooth or soft",
-    "task.sharpness": "smooth contact: sigmoid sharpness s in 1/m (contact weight 1/(1+exp(s*gap)))",
-    "task.sim_dt": "simulation step in seconds",
-    "task.soft_stiffness": "soft contact: penalty spring stiffness in N/m (stiffer needs a smaller task.sim_dt)",
-    "task.soft_damping": "soft contact: penalty damping in N·s/m",
-    "task.control_dt": "control period in seconds (a whole number of simulation steps)",
-    "task.action_scale": "radians of joint-target offset per unit action",
-    "task.obs_noise": "multiplier of the per-signal sensor noise levels (0 = none)",
-    "task.privileged_critic": "give the critic privileged observations (friction, mass, contacts)",
-    "task.motor_envelope": "limit the torque by the robot's DC-motor torque-speed envelope where its spec states one "
-    "(less torque the faster a joint turns) instead of a flat torque limit",
-    "task.hills_height": "height of the rolling hills to train on, trough to crest, m (0 = flat ground)",
-    "task.hills_wavelength": "length of the hills' middle wave, m (the other two are 0.69 and 1.31 times it)",
-    "task.observe_base_lin_vel": "the actor observes the base's linear velocity (false: proprioception and IMU only, "
-    "as on a robot without a velocity estimator; needs task.gait.recovery_speed 0)",
-    "task.obs_history": "observation frames the actor sees, newest first (1 = the current one only)",
-    "task.velocity_error_window": "s; > 0: the actor also observes command minus measured velocity averaged over "
-    "about this long (integral action against a steady shortfall); 0 = not observed",
-    "task.velocity_trim.rate": "outer velocity loop while walking: the actor observes the command plus a trim that "
-    "integrates the average velocity error at this rate, 1/s (0 = off; needs task.velocity_error_window > 0)",
-    "task.velocity_trim.hold": "s after each new command before the trim moves (it restarts from zero)",
-    "task.velocity_trim.freeze": "the trim holds still while the planar average velocity error exceeds this, m/s",
-    "task.velocity_trim.restart_tolerance": "a command this far (norm, m/s and rad/s) from the one the trim started "
-    "for restarts it; smaller changes (a joystick's) keep it",
-    "task.velocity_trim.limit": "largest trim on each axis, m/s and rad/s",
-    "task.velocity_trim.closed_loop": "train inside the loop too (default: the policy learns to track on its own; "
-    "the loop closes around it in evaluations and at deployment)",
-    "task.min_base_height": "an episode ends when the base is lower than this, m",
-    "task.min_knee_height": "an episode ends when a knee is lower than this above the ground, m",
-    "task.max_tilt_deg": "an episode ends when the base tilts more than this from upright, degrees",
-    "task.max_speed": "an episode ends when any base or joint velocity exceeds this (the simulation diverged)",
-    "task.base_height_target": "standing height of the base in m that the base_height reward term holds",
-    "task.tracking_sigma": "width of the velocity-tracking rewards exp(-error^2/sigma); smaller is stricter",
-    "task.commands.lin_vel_x": "range low,high of the commanded forward velocity, m/s",
-    "task.commands.lin_vel_y": "range low,high of the commanded sideways velocity, m/s",
-    "task.commands.yaw_rate": "range low,high of the commanded turning rate, rad/s",
-    "task.commands.resample_seconds": "a new command is drawn after a time uniform in low,high seconds",
-    "task.commands.zero_probability": "share of the commands that are zero (stand still)",
-    "task.pushes.enabled": "kick the base at random times during training",
-    "task.pushes.max_speed": "largest horizontal velocity kick of the base, m/s",
-    "task.pushes.interval_seconds": "time between kicks, uniform in low,high seconds",
-    "task.gait.frequency": "gait clock in cycles per second, observed by the policy and timing the swing-height "
-    "reward (0 = no clock)",
-    "task.gait.hip_amplitude": "trot generator: hip flexion at mid-swing in rad, added open-loop to the policy's "
-    "joint targets; the knee flexes twice as much (0 = off: the policy steps by itself)",
-    "task.gait.swing_height": "peak foot height in m that the feet_swing_height reward asks of a swinging foot",
-    "task.gait.recovery_speed": "at a zero command the gait still runs while the base moves faster than this, m/s, "
-    "so that a push is answered with steps (0 = the command alone decides)",
-    "task.gait.hide_clock_when_standing": "the gait clock observation reads (0, 0) while the command asks to stand "
-    "(its norm at most 0.1)",
-    "task.randomization.enabled": "randomize the physics of each environment within the ranges below",
-    "task.randomization.friction": "range low,high of the ground friction coefficient",
-    "task.randomization.added_base_mass": "range low,high of the mass added to the base, kg",
-    "task.randomization.base_com_offset": "shift of the base's centre of mass, uniform in [-x, x] on each axis, m",
-    "task.randomization.kp_scale": "range low,high of the factor on the joints' PD stiffness",
-    "task.randomization.kd_scale": "range low,high of the factor on the joints' PD damping",
-    "task.randomization.motor_strength": "range low,high of the factor on the joint torques",
-    "task.randomization.hard_corner_fraction": "fraction of environments with every range above at its harder end at once",
-    "task.randomization.rotor_armature_per_torque": "range low,high of the rotor inertia added to every driven "
-    "joint per N·m of its torque limit, kg·m²/(N·m) (a geared drive's reflected inertia)",
-    "task.randomization.joint_friction_share": "range low,high of the joints' Coulomb friction as a share of their "
-    "torque limit (a gearbox's losses)",
-    "task.randomization.action_delay": "range low,high of the delay before joint targets reach the motors, s "
-    "(whole simulation steps, at most task.control_dt)",
-    "shac.num_envs": _ENVS,
-    "shac.horizon": "control steps per SHAC window (how far gradients flow back through the simulator)",
-    "shac.iterations": "training iterations; environment steps = iterations * num_envs * horizon. With --resume: "
-    "train to this iteration (>= the checkpoint's; more than a finished run's extends it). The learning-rate decay "
-    "and the sharpness schedule end at the last iteration, so extending a run moves their end point",
-    "shac.gamma": "discount factor per control step",
-    "shac.td_lambda": "lambda of the critic's TD(lambda) targets",
-    "shac.actor_lr": "actor learning rate (Adam)",
-    "shac.critic_lr": "critic learning rate (Adam)",
-    "shac.lr_decay": "decay both learning rates linearly to 10 %% over the run",
-    "shac.max_grad_norm": "clip the global norm of each actor and critic gradient at this value",
-    "shac.env_grad_clip": "clip each environment's actor gradient at this multiple of the batch median norm (0 = off)",
-    "shac.env_grad_trim": "leave out this fraction of the environments with the largest actor gradient norms and "
-    "rescale the rest to the batch, a trimmed mean (0 = off)",
-    "shac.critic_epochs": "passes over each iteration's data when fitting the critic",
-    "shac.critic_minibatches": "minibatches per critic pass; must divide num_envs * horizon",
-    "shac.target_critic_alpha": "target critic smoothing: target <- alpha * target + (1 - alpha) * critic",
-    "shac.actor_hidden": "hidden layer sizes of the actor network",
-    "shac.critic_hidden": "hidden layer sizes of the critic network",
-    "shac.init_log_std": "initial log standard deviation of the actor's exploration noise",
-    "shac.episode_length": _EPISODE,
-    "shac.sharpness_schedule": "smooth contact: sharpness start,end in 1/m, geometric over the run; it "
-    "overrides task.sharpness (--shac.sharpness_schedule '' keeps task.sharpness throughout)",
-    "shac.seed": "random seed",
-    "ppo.num_envs": _ENVS,
-    "ppo.unroll_length": "control steps each environment runs per rollout",
-    "ppo.num_minibatches": "minibatches per pass over a rollout batch; must divide num_envs",
-    "ppo.num_updates_per_batch": "passes over each rollout batch",
-    "ppo.iterations": "rollout + update rounds; environment steps = iterations * num_envs * unroll_length",
-    "ppo.learning_rate": "learning rate (Adam; the starting one when adaptive_kl is on)",
-    "ppo.adaptive_kl": "adapt the learning rate to keep each update's policy change near desired_kl",
-    "ppo.desired_kl": "KL divergence per update that adaptive_kl aims at",
-    "ppo.entropy_cost": "weight of the entropy bonus",
-    "ppo.discounting": "discount factor per control step",
-    "ppo.gae_lambda": "lambda of the generalized advantage estimate",
-    "ppo.clipping_epsilon": "clip range of the policy probability ratio",
-    "ppo.clipping_epsilon_value": "clip range of the value function's change per update",
-    "ppo.vf_loss_coefficient": "weight of the value loss",
-    "ppo.max_grad_norm": "clip the global gradient norm at this value",
-    "ppo.normalize_observations": "normalize observations with running mean and standard deviation",
-    "ppo.policy_hidden": "hidden layer sizes of the policy network",
-    "ppo.value_hidden": "hidden layer sizes of the value network",
-    "ppo.episode_length": _EPISODE,
-    "ppo.seed": "random seed",
-    "run.out": "run folder (config, metrics, checkpoints, plots, summary)",
-    "run.checkpoint_every": "iterations between checkpoints (may change with --resume)",
-    "run.eval_every": "iterations between evaluations on the fixed command grid (0 = only at the end; may change "
-    "with --resume)",
-    "run.eval_seconds": "seconds per command of each evaluation; longer than its 1 s settling time",
-    "run.compile_cache": "persistent compilation cache; each host CPU gets its own folder inside (empty: no cache)",
-    "run.deploy": "once the run has finished, export the policy (ONNX) and render a short MuJoCo video",
-    "run.max_skipped_iterations": "SHAC stops with exit status 3 (checkpoint kept) after this many iterations in a row "
-    "whose update was skipped as non-finite",
-}
 
 # Help sections of the config flags, ``flag_section`` -> (heading, description). A task
 # sub-section without an entry is headed by its name; sections appear in the fields' order.
@@ -175,35 +50,46 @@ SECTION_HELP = {
 }
 
 
-def _flags(prefix: str, cls) -> list[tuple[str, type, object]]:
-    """``(flag name, type, default)`` of every field of ``cls``, nested sections and dict entries included."""
+def _fields(prefix: str, cls) -> list[tuple[str, type, object, str]]:
+    """``(flag name, type, default, help)`` of every field of ``cls``, nested sections and dict
+    entries included. A field's help is the one ``validation.setting`` keeps beside it; the
+    reward weights, entries of one dict, share one made from the term's name."""
     out = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         name = f"{prefix}.{f.name}"
         if dataclasses.is_dataclass(default):
-            out += _flags(name, type(default))
+            out += _fields(name, type(default))
         elif isinstance(default, dict):
-            out += [(f"{name}.{k}", float, v) for k, v in default.items()]
+            out += [(f"{name}.{k}", float, v, _weight_help(k)) for k, v in default.items()]
+        elif help_of(f) is None:
+            raise TypeError(f"config field {cls.__name__}.{f.name} has no help: declare it with validation.setting")
         else:
-            out.append((name, hints[f.name], default))
+            out.append((name, hints[f.name], default, help_of(f)))
     return out
+
+
+def _weight_help(term: str) -> str:
+    return f"weight of the {term} reward term per simulated second (> 0 rewards, < 0 penalizes, 0 = off)"
+
+
+@functools.cache
+def _config_fields() -> tuple[tuple[str, type, object, str], ...]:
+    return tuple(entry for prefix, cls in SECTIONS for entry in _fields(prefix, cls))
 
 
 def config_flags() -> list[tuple[str, type, object]]:
     """Every config flag of ``smoothloco train``, as ``(name, type, default)``."""
-    return [flag for prefix, cls in SECTIONS for flag in _flags(prefix, cls)]
+    return [(name, kind, default) for name, kind, default, _ in _config_fields()]
 
 
-def flag_help(name: str, kind) -> str:
-    """The flag's ``HELP`` entry, else one made from its name and type."""
-    if name in HELP:
-        return HELP[name]
-    section, _, field_name = name.rpartition(".")
-    if section.endswith("reward_weights"):
-        return f"weight of the {field_name} reward term per simulated second (> 0 rewards, < 0 penalizes, 0 = off)"
-    return f"{field_name.replace('_', ' ')} ({section}; {describe(kind)})"
+def flag_help(name: str) -> str:
+    """The help of config flag ``name`` (``shac.horizon``), as declared beside its field."""
+    for flag, _, _, text in _config_fields():
+        if flag == name:
+            return text
+    raise KeyError(name)
 
 
 def flag_section(name: str) -> str:
@@ -268,7 +154,7 @@ def add_parser(sub) -> None:
             dest=name,
             metavar=metavar(kind),
             type=config_value(kind),
-            help=f"{flag_help(name, kind)} (default {shown})",
+            help=f"{flag_help(name)} (default {shown})".replace("%", "%%"),  # argparse formats help with %
         )
     parser.set_defaults(func=run_train)
 

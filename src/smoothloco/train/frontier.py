@@ -56,7 +56,7 @@ Point = dict[str, Any]  # dotted setting ("shac.num_envs") -> value
 
 def parse_axis(text: str) -> tuple[str, list[Any]]:
     """``shac.num_envs=32,64`` -> ("shac.num_envs", [32, 64]); a setting whose values are lists
-    (``shac.sharpness_schedule``) separates its values with ``;``. Only the ``task`` and
+    (``task.sharpness``) separates its values with ``;``. Only the ``task`` and
     ``shac`` sections vary; a value is checked against its field's type here and against its
     range when the point's configuration is built."""
     name, sep, values = text.partition("=")

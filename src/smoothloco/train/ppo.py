@@ -4,7 +4,7 @@ Same ``VelocityTask`` (observations, rewards, termination, pushes), same domain 
 (``tasks.randomize`` as Brax's ``randomization_fn``), same evaluation and run folder. This module
 holds the algorithm's side: ``PPOConfig``, the networks and the randomization hook. The driver
 that translates ``PPOConfig`` into Brax's arguments and reports through Brax's
-``policy_params_fn`` and ``progress_fn`` hooks is the training loop's (``runner._train_ppo``);
+``policy_params_fn`` and ``progress_fn`` hooks is the training loop's (``ppo_loop.train_ppo``);
 reading a PPO checkpoint back is the run's (``runs.load_run``).
 """
 
@@ -18,7 +18,7 @@ from brax.training.agents.ppo import networks as ppo_networks
 from flax import linen
 
 from smoothloco.tasks import VelocityTaskConfig, randomize
-from smoothloco.validation import require_finite
+from smoothloco.validation import require_finite, setting
 
 
 @dataclass(frozen=True)
@@ -34,29 +34,35 @@ class PPOConfig:
     ``tanh`` of the first ``action_size`` outputs of an ELU MLP (the ONNX exporter relies on it).
     """
 
-    num_envs: int = 256  # legged_gym 4096
-    unroll_length: int = 24  # legged_gym num_steps_per_env
-    num_minibatches: int = 4  # each of num_envs / num_minibatches whole unrolls
-    num_updates_per_batch: int = 5  # epochs over each batch
+    num_envs: int = setting(256, "parallel environments (split over all devices)")
+    # legged_gym num_steps_per_env
+    unroll_length: int = setting(24, "control steps each environment runs per rollout")
+    # each of num_envs / num_minibatches whole unrolls
+    num_minibatches: int = setting(4, "minibatches per pass over a rollout batch; must divide num_envs")
+    num_updates_per_batch: int = setting(5, "passes over each rollout batch")
     # Rollout + update rounds; env steps = iterations * num_envs * unroll_length. 600 (3.7M steps)
     # took 4.3 min on 2 CPU cores at ~16,500 env steps/s (forward-only rollouts, no gradient
     # through the simulator), evaluations included.
-    iterations: int = 600
-    learning_rate: float = 1e-3
-    adaptive_kl: bool = True  # rsl_rl's schedule: adapt the learning rate to the KL target
-    desired_kl: float = 0.01
-    entropy_cost: float = 0.01
-    discounting: float = 0.99
-    gae_lambda: float = 0.95
-    clipping_epsilon: float = 0.2
-    clipping_epsilon_value: float = 0.2  # rsl_rl's clipped value loss
-    vf_loss_coefficient: float = 1.0
-    max_grad_norm: float = 1.0
-    normalize_observations: bool = True
-    policy_hidden: tuple[int, ...] = (128, 64, 32)  # legged_gym anymal_c_flat actor
-    value_hidden: tuple[int, ...] = (128, 64, 32)
-    episode_length: int = 1000  # control steps (20 s at 50 Hz), as SHAC
-    seed: int = 0
+    iterations: int = setting(600, "rollout + update rounds; environment steps = iterations * num_envs * unroll_length")
+    learning_rate: float = setting(1e-3, "learning rate (Adam; the starting one when adaptive_kl is on)")
+    adaptive_kl: bool = setting(True, "adapt the learning rate to keep each update's policy change near desired_kl")
+    desired_kl: float = setting(0.01, "KL divergence per update that adaptive_kl aims at")
+    entropy_cost: float = setting(0.01, "weight of the entropy bonus")
+    discounting: float = setting(0.99, "discount factor per control step")
+    gae_lambda: float = setting(0.95, "lambda of the generalized advantage estimate")
+    clipping_epsilon: float = setting(0.2, "clip range of the policy probability ratio")
+    # rsl_rl's clipped value loss
+    clipping_epsilon_value: float = setting(0.2, "clip range of the value function's change per update")
+    vf_loss_coefficient: float = setting(1.0, "weight of the value loss")
+    max_grad_norm: float = setting(1.0, "clip the global gradient norm at this value")
+    normalize_observations: bool = setting(True, "normalize observations with running mean and standard deviation")
+    # legged_gym anymal_c_flat actor
+    policy_hidden: tuple[int, ...] = setting((128, 64, 32), "hidden layer sizes of the policy network")
+    value_hidden: tuple[int, ...] = setting((128, 64, 32), "hidden layer sizes of the value network")
+    episode_length: int = setting(
+        1000, "control steps before an episode is cut off (bootstrapped, not a fall); 1000 = 20 s at 50 Hz"
+    )
+    seed: int = setting(0, "random seed")
 
     def __post_init__(self) -> None:
         require_finite("ppo", self)

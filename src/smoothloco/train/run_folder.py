@@ -1,5 +1,6 @@
 """The run folder a training writes into: which folders may be trained in, the lock that keeps a
-second training out, ``config.json`` and the append-only ``metrics.csv``.
+second training out, ``config.json``, and reading back the append-only ``metrics.csv`` (written
+by ``run_log``).
 
 A run folder is held with an exclusive lock while it trains, and ``metrics.csv`` is only ever
 appended to (a resume first drops the rows written after its checkpoint), so neither a second
@@ -14,8 +15,6 @@ import io
 import json
 import os
 from pathlib import Path
-
-from tensorboardX import SummaryWriter
 
 from smoothloco.train import checkpoint
 
@@ -106,79 +105,6 @@ def write_text_atomically(path: Path, text: str) -> None:
 def write_config(run_dir: Path, saved: dict) -> None:
     """``config.json`` of a run (``TrainConfig.to_dict()`` or a resume's updated copy of it)."""
     write_text_atomically(run_dir / CONFIG_NAME, json.dumps(saved, indent=2))
-
-
-class MetricsLog:
-    """``metrics.csv``, one row per iteration, and the same scalars to TensorBoard.
-
-    Rows are appended and flushed one at a time, never rewritten: a kill -9 can at most tear the
-    last line, and an iteration costs the same at row 3,000 as at row 3 (rewriting the whole
-    file every iteration had slowed a tiny run's iterations from 30 ms to 139 ms). A new run
-    starts the file afresh; a resumed one keeps the rows before its first new iteration, so
-    the rows written after its checkpoint and a torn last line go. The file is replaced as a
-    whole (atomically) only then and when a row brings a new column (the first evaluation)."""
-
-    def __init__(self, run_dir: Path, resume: bool) -> None:
-        self._resume = resume
-        self._run_dir = run_dir
-        self.csv_path = run_dir / METRICS_NAME
-        self.writer: SummaryWriter | None = None  # made with the first row: a run failing before writes nothing
-        self._fields: list[str] = []
-        self._file: io.TextIOWrapper | None = None
-        self._kept: tuple[int, list[dict]] | None = None
-
-    def kept_rows(self, iteration: int) -> list[dict]:
-        """The rows (as read, strings) that stay when the run continues with ``iteration``: those
-        before it when resuming, none for a new run. Read once."""
-        if not self._resume:
-            return []
-        if self._kept is None or self._kept[0] != iteration:
-            self._kept = (iteration, metrics_rows_before(self.csv_path, iteration))
-        return self._kept[1]
-
-    def write(self, row: dict) -> None:
-        if self._file is None:
-            kept = self.kept_rows(row["iteration"])
-            self._replace(list(dict.fromkeys(k for r in (*kept, row) for k in r)), kept)
-        elif not row.keys() <= set(self._fields):
-            self._file.close()
-            self._file = None
-            _, rows = read_metrics(self.csv_path)
-            self._replace(list(dict.fromkeys([*self._fields, *row])), rows)
-        csv.DictWriter(self._file, self._fields).writerow(row)
-        self._file.flush()  # in the kernel's hands: survives the process being killed
-        if self.writer is None:
-            self.writer = SummaryWriter(str(self._run_dir / "tensorboard"))
-        for key, value in row.items():
-            if key not in ("iteration", "env_steps"):
-                self.writer.add_scalar(key, value, row["env_steps"])
-
-    def _replace(self, fields: list[str], rows: list[dict]) -> None:
-        """Write ``fields`` and ``rows`` to a temporary file, fsync, rename it over ``metrics.csv``
-        and keep it open for appending: a kill at any point leaves the old file or the new one."""
-        tmp = self.csv_path.with_name(self.csv_path.name + ".tmp")
-        with tmp.open("w", newline="") as f:
-            out = csv.DictWriter(f, fields)
-            out.writeheader()
-            out.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.csv_path)
-        self._fields = fields
-        self._file = self.csv_path.open("a", newline="")
-
-    def sync(self) -> None:
-        """fsync the rows written so far (``flush`` alone survives a kill, not a power cut)."""
-        if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        if self._file is not None:
-            self.sync()
-            self._file.close()
-        if self.writer is not None:
-            self.writer.close()
 
 
 def read_metrics(path: Path) -> tuple[list[str], list[dict]]:

@@ -25,7 +25,7 @@ from smoothloco.train.networks import Actor, actor_obs, make_policy_factory
 from smoothloco.train.ppo import PPOConfig, network_factory
 from smoothloco.train.run_folder import CONFIG_NAME
 from smoothloco.train.shac import SHACConfig
-from smoothloco.validation import read_text, require_finite, shown, with_settings
+from smoothloco.validation import read_text, require_finite, setting, shown, with_settings
 
 ALGORITHMS = ("shac", "ppo")
 # What a resume may change: how long the run trains and how often it evaluates and checkpoints.
@@ -38,17 +38,26 @@ MAX_EVAL_SECONDS = 3600.0  # per command: beyond it a step count stops being a n
 
 @dataclass(frozen=True)
 class RunConfig:
-    out: str = "runs/default"
-    checkpoint_every: int = 20  # iterations (SHAC; PPO saves at every evaluation, when Brax hands out parameters)
-    eval_every: int = 50  # iterations; 0 = only at the end
-    eval_seconds: float = 5.0
-    compile_cache: str = ".jax_cache"
+    out: str = setting("runs/default", "run folder (config, metrics, checkpoints, plots, summary)")
+    # iterations (SHAC; PPO saves at every evaluation, when Brax hands out parameters)
+    checkpoint_every: int = setting(20, "iterations between checkpoints (may change with --resume)")
+    eval_every: int = setting(
+        50, "iterations between evaluations on the fixed command grid (0 = only at the end; may change with --resume)"
+    )
+    eval_seconds: float = setting(5.0, "seconds per command of each evaluation; longer than its 1 s settling time")
+    compile_cache: str = setting(
+        ".jax_cache", "persistent compilation cache; each host CPU gets its own folder inside (empty: no cache)"
+    )
     # `smoothloco train` exports the policy and renders a short MuJoCo video once the run has
     # finished (deploy.play.deploy_after_training); runner.train itself never deploys.
-    deploy: bool = True
+    deploy: bool = setting(True, "once the run has finished, export the policy (ONNX) and render a short MuJoCo video")
     # SHAC stops (checkpoint kept, exit status 3) when this many iterations in a row skipped an
     # update as non-finite: the simulation or the networks diverged and will not recover alone.
-    max_skipped_iterations: int = 10
+    max_skipped_iterations: int = setting(
+        10,
+        "SHAC stops with exit status 3 (checkpoint kept) after this many iterations in a row whose update was skipped "
+        "as non-finite",
+    )
 
     def __post_init__(self) -> None:
         require_finite("run", self)
@@ -94,11 +103,17 @@ class TrainConfig:
         return self.shac.iterations if self.algo == "shac" else self.ppo.iterations
 
     @property
+    def final_progress(self) -> float:
+        """The training progress the policy ended with (``VelocityTask.with_training_progress``):
+        1 for SHAC, 0 for Brax's PPO, whose loop never reports its progress to the task."""
+        return 1.0 if self.algo == "shac" else 0.0
+
+    @property
     def final_sharpness(self) -> float:
-        """The smooth contact's sharpness (1/m) the policy finally trained with: the end of SHAC's
-        schedule, else the task's (Brax's PPO has no schedule)."""
-        schedule = self.shac.sharpness_schedule if self.algo == "shac" else ()
-        return schedule[-1] if schedule else self.task.sharpness
+        """The smooth contact's sharpness (1/m) the policy finally trained with: the end of
+        ``task.sharpness`` for SHAC, its start for PPO."""
+        start, end = self.task.sharpness
+        return end if self.final_progress == 1.0 else start
 
     @property
     def steps_per_iteration(self) -> int:
@@ -135,11 +150,24 @@ class TrainConfig:
         # before the recovery steps stood at a zero command whatever their speed.
         if isinstance(task["gait"], Mapping):
             task["gait"] = {"hide_clock_when_standing": False, "recovery_speed": 0.0, **task["gait"]}
-        # Runs from before the sharpness schedule trained at the task's fixed sharpness.
-        shac = {"sharpness_schedule": (), **saved["shac"]}
+        shac = dict(saved["shac"])
+        schedule = shac.pop("sharpness_schedule", ())
+        if "sharpness" in task:
+            task["sharpness"] = _sharpness_of(task["sharpness"], schedule, saved.get("algo"))
         # Runs from before PPO existed have no "algo" and "ppo". The reward weights are the
         # run's own: a term it does not list was not part of its reward.
         return with_settings(cls(), {**saved, "task": task, "shac": shac}, "", merge=False)
+
+
+def _sharpness_of(task_sharpness: object, schedule: object, algo: object) -> object:
+    """``task.sharpness`` (start, end) of a saved run. Runs that recorded one number there
+    trained at it, unless a SHAC run had ``shac.sharpness_schedule`` (start, end), which took
+    over; runs from before the schedule have none."""
+    if not isinstance(task_sharpness, (int, float)) or isinstance(task_sharpness, bool):
+        return task_sharpness  # today's (start, end), or a wrong value for with_settings to name
+    if algo in (None, "shac") and isinstance(schedule, (list, tuple)) and len(schedule) == 2:
+        return list(schedule)
+    return [task_sharpness, task_sharpness]
 
 
 def read_config(config_file: Path) -> TrainConfig:

@@ -28,7 +28,7 @@ from brax.training.acme import running_statistics, specs
 from flax import struct
 
 from smoothloco.train.networks import Actor, Critic, actor_obs, critic_obs
-from smoothloco.validation import require_finite
+from smoothloco.validation import require_finite, setting
 
 
 # Observations arrive scaled to O(1) (tasks.velocity.OBS_LAYOUT); a feature that barely varies
@@ -41,39 +41,51 @@ class SHACConfig:
     # Few environments per update: every sample then feeds more, smaller actor steps. Measured on
     # the same 1.05M-step budget (docs/sample-efficiency/frontier): 32 environments walk from
     # 0.33M steps, 64 from 0.66M, 256 from 1.64M (on 3.3M), and 32 also end the most accurate.
-    num_envs: int = 32
-    horizon: int = 32  # control steps per actor window; 16 walked later than 32 (64 environments)
-    iterations: int = 1024  # 1.05M env steps
-    gamma: float = 0.99
-    td_lambda: float = 0.95
-    actor_lr: float = 2e-3  # measured with the trot generator: 1e-3 reached 0.21 m/s in 140 iterations, 2e-3 0.11
-    critic_lr: float = 1e-3
-    lr_decay: bool = True  # linear decay to 10 % over the run
-    max_grad_norm: float = 1.0
+    num_envs: int = setting(32, "parallel environments (split over all devices)")
+    # control steps per actor window; 16 walked later than 32 (64 environments)
+    horizon: int = setting(32, "control steps per SHAC window (how far gradients flow back through the simulator)")
+    iterations: int = setting(
+        1024,
+        "training iterations; environment steps = iterations * num_envs * horizon. With --resume: train to this "
+        "iteration (>= the checkpoint's; more than a finished run's extends it). The learning-rate decay and the "
+        "contact sharpness (task.sharpness) reach their end at the last iteration, so extending a run moves their end "
+        "point",
+    )
+    gamma: float = setting(0.99, "discount factor per control step")
+    td_lambda: float = setting(0.95, "lambda of the critic's TD(lambda) targets")
+    # measured with the trot generator: 1e-3 reached 0.21 m/s in 140 iterations, 2e-3 0.11
+    actor_lr: float = setting(2e-3, "actor learning rate (Adam)")
+    critic_lr: float = setting(1e-3, "critic learning rate (Adam)")
+    lr_decay: bool = setting(True, "decay both learning rates linearly to 10 % over the run")
+    max_grad_norm: float = setting(1.0, "clip the global norm of each actor and critic gradient at this value")
     # Each environment's actor gradient is clipped at this multiple of the batch's median norm
     # before averaging (0 turns it off). Through contact, a few environments' gradients are
     # orders of magnitude larger than the rest and point anywhere: measured on the task, the
     # largest 10 % carry 98-99.6 % of the squared norm, and the mean gradients of two halves of a
     # batch have cosine ~0; clipped at the median, 0.65.
-    env_grad_clip: float = 1.0
+    env_grad_clip: float = setting(
+        1.0, "clip each environment's actor gradient at this multiple of the batch median norm (0 = off)"
+    )
     # Another robust aggregation, for comparison with the clip: leave out this fraction of the
     # environments, those with the largest gradient norms, and rescale the rest to the batch
     # (a trimmed mean; 0 keeps every environment).
-    env_grad_trim: float = 0.0
-    critic_epochs: int = 8
-    critic_minibatches: int = 4
-    target_critic_alpha: float = 0.2  # target <- alpha * target + (1 - alpha) * critic
-    actor_hidden: tuple[int, ...] = (128, 128, 64)
-    critic_hidden: tuple[int, ...] = (128, 128)
-    init_log_std: float = -1.0
-    episode_length: int = 1000  # control steps (20 s at 50 Hz)
-    # Smooth-contact sharpness (1/m) from start to end, geometric over the run; () keeps the
-    # task's fixed value. A soft start gives the actor gradients from feet that are still in the
-    # air; the sharper end (a resting foot sinks ~6 mm instead of ~14 mm) is what the policy
-    # finally trains on, and brought the MuJoCo/own-sim yaw-error ratio of two seeds from
-    # 1.36x/1.21x (fixed 300) to 1.18x/1.02x (docs/own-gait.md).
-    sharpness_schedule: tuple[float, ...] = (300.0, 1000.0)
-    seed: int = 0
+    env_grad_trim: float = setting(
+        0.0,
+        "leave out this fraction of the environments with the largest actor gradient norms and rescale the rest to the "
+        "batch, a trimmed mean (0 = off)",
+    )
+    critic_epochs: int = setting(8, "passes over each iteration's data when fitting the critic")
+    critic_minibatches: int = setting(4, "minibatches per critic pass; must divide num_envs * horizon")
+    target_critic_alpha: float = setting(
+        0.2, "target critic smoothing: target <- alpha * target + (1 - alpha) * critic"
+    )
+    actor_hidden: tuple[int, ...] = setting((128, 128, 64), "hidden layer sizes of the actor network")
+    critic_hidden: tuple[int, ...] = setting((128, 128), "hidden layer sizes of the critic network")
+    init_log_std: float = setting(-1.0, "initial log standard deviation of the actor's exploration noise")
+    episode_length: int = setting(
+        1000, "control steps before an episode is cut off (bootstrapped, not a fall); 1000 = 20 s at 50 Hz"
+    )
+    seed: int = setting(0, "random seed")
 
     def __post_init__(self) -> None:
         require_finite("shac", self)
@@ -90,8 +102,6 @@ class SHACConfig:
         for name in ("actor_lr", "critic_lr", "max_grad_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"shac.{name} must be > 0, got {getattr(self, name)}")
-        if self.sharpness_schedule and (len(self.sharpness_schedule) != 2 or min(self.sharpness_schedule) <= 0):
-            raise ValueError(f"shac.sharpness_schedule must be two values > 0 (start,end), got {self.sharpness_schedule}")
         if (self.num_envs * self.horizon) % self.critic_minibatches:
             raise ValueError("shac.num_envs * shac.horizon must divide into shac.critic_minibatches")
 
@@ -159,15 +169,14 @@ class SHAC:
         c = self.config
         rng, actor_key, critic_key = jax.random.split(ts.rng, 3)
         env_state = jax.lax.stop_gradient(env_state)  # the window starts here; nothing flows back
-        if c.sharpness_schedule:
-            sharpness = jnp.full(c.num_envs, self.sharpness(ts.iteration))
-            env_state = env_state.replace(info={**env_state.info, "sharpness": sharpness})
+        progress = self.progress(ts.iteration)
+        env_state = self._with_progress(env_state, progress)
 
         # One copy of the actor per environment, so one backward pass yields every environment's
         # own gradient (their sum is the usual batch gradient).
         per_env_params = jax.tree.map(lambda p: jnp.broadcast_to(p, (c.num_envs, *p.shape)), ts.actor_params)
         (loss, (env_state, traj)), per_env_grads = jax.value_and_grad(self._actor_loss, has_aux=True)(
-            per_env_params, ts, env_state, actor_key
+            per_env_params, ts, env_state, actor_key, progress
         )
         grads, env_grad_norms = clipped_sum(per_env_grads, c.env_grad_clip, c.env_grad_trim)
         actor_params, actor_opt, actor_ok = _guarded_step(self.actor_optimizer, grads, ts.actor_params, ts.actor_opt)
@@ -205,17 +214,21 @@ class SHAC:
             "skipped_updates": ts.skipped_updates,
             "action_std": jnp.mean(jnp.exp(actor_params["params"]["log_std"])),
             **{k: jnp.mean(v) for k, v in traj["metrics"].items()},
+            "training_progress": progress,
         }
-        if "sharpness" in env_state.info:
-            metrics["sharpness"] = jnp.mean(env_state.info["sharpness"])
         return ts, env_state, metrics
 
-    def sharpness(self, iteration: jax.Array) -> jax.Array:
-        start, end = self.config.sharpness_schedule
-        progress = jnp.clip(iteration / max(self.config.iterations - 1, 1), 0.0, 1.0)
-        return start * (end / start) ** progress
+    def progress(self, iteration: jax.Array) -> jax.Array:
+        """How far training is at ``iteration``: 0 at the first, 1 at the last (``iterations``)."""
+        return jnp.clip(iteration / max(self.config.iterations - 1, 1), 0.0, 1.0)
 
-    def _actor_loss(self, actor_params, ts: TrainState, env_state: envs.State, key: jax.Array):
+    def _with_progress(self, env_state: envs.State, progress: jax.Array) -> envs.State:
+        """The environments told how far training is, where they take it
+        (``with_training_progress``: the task sharpens its contact over the run)."""
+        with_progress = getattr(self.env, "with_training_progress", None)
+        return env_state if with_progress is None else with_progress(env_state, progress)
+
+    def _actor_loss(self, actor_params, ts: TrainState, env_state: envs.State, key: jax.Array, progress: jax.Array):
         c = self.config
         normalize = lambda obs: running_statistics.normalize(obs, ts.normalizer)  # noqa: E731
         target_value = lambda obs: self.critic.apply(ts.target_critic_params, critic_obs(normalize(obs)))  # noqa: E731
@@ -240,7 +253,7 @@ class SHAC:
                 "truncation": truncation,
                 "metrics": jax.lax.stop_gradient(next_state.metrics),
             }
-            return (self._reset_done(next_state, reset_key), discount, ret), record
+            return (self._reset_done(next_state, reset_key, progress), discount, ret), record
 
         n = c.num_envs
         init = (env_state, jnp.ones(n), jnp.zeros(n))
@@ -250,11 +263,10 @@ class SHAC:
         loss = -jnp.mean(ret) / c.horizon
         return loss, (jax.lax.stop_gradient(env_state), traj)
 
-    def _reset_done(self, state: envs.State, key: jax.Array) -> envs.State:
-        """Fresh episodes where ``done``; the reset cuts the gradient (nothing flows from it)."""
-        fresh = self.env.reset(jax.random.split(key, self.config.num_envs))
-        if "sharpness" in state.info:  # keep the schedule's value
-            fresh = fresh.replace(info={**fresh.info, "sharpness": state.info["sharpness"]})
+    def _reset_done(self, state: envs.State, key: jax.Array, progress: jax.Array) -> envs.State:
+        """Fresh episodes where ``done``, at the training's progress; the reset cuts the gradient
+        (nothing flows from it)."""
+        fresh = self._with_progress(self.env.reset(jax.random.split(key, self.config.num_envs)), progress)
 
         def pick(new, old):
             done = state.done.reshape((-1,) + (1,) * (old.ndim - 1))
