@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 from brax.envs.base import Env, State, Wrapper
 
-from smoothloco.robot_side.testbench import Imperfections, command_schedule
 from smoothloco.robot import RobotSpec, load_robot
 from smoothloco.robot.loading import ASSETS
+from smoothloco.robot_side.testbench import Imperfections, command_schedule
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import make_policy_factory

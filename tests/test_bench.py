@@ -2,7 +2,7 @@
 
 import mujoco
 
-from smoothloco.bench import MUJOCO_C_SETTINGS
+from smoothloco.experiments.bench import MUJOCO_C_SETTINGS
 from smoothloco.robot import anymal_c
 
 

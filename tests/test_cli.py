@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from smoothloco.argtypes import config_value
-from smoothloco.cli import build_parser, main
-from smoothloco.train import cli as train_cli
-from smoothloco.train.cli import config_from_args
+from smoothloco.commands import build_parser, main
+from smoothloco.commands import train as train_cli
+from smoothloco.commands.train import config_from_args
 from smoothloco.train.runs import TrainConfig
 from smoothloco.train.shac import SHACConfig
 
@@ -30,7 +30,7 @@ def test_flags_reach_the_config():
 
 
 def _run(*argv):
-    return subprocess.run([sys.executable, "-m", "smoothloco.cli", *argv], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "smoothloco.commands", *argv], capture_output=True, text=True, timeout=120)
 
 
 def test_unknown_flag_is_rejected():
@@ -240,7 +240,7 @@ def test_a_finished_run_points_to_eval_and_tensorboard(monkeypatch, tmp_path: Pa
     monkeypatch.setattr(train_cli.shutil, "which", lambda name: None)  # nothing on the PATH
     lines = train_cli.next_steps(Path("runs/x"))
     python = bin_dir / "python"
-    assert f"{python} -m smoothloco.cli eval runs/x --sim mujoco" in lines[1]
+    assert f"{python} -m smoothloco.commands eval runs/x --sim mujoco" in lines[1]
     assert lines[2].endswith(
         f"{python} -m pip install tensorboard && {bin_dir / 'tensorboard'} --logdir runs/x/tensorboard"
     )

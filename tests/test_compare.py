@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from smoothloco.cli import main
-from smoothloco.train import compare
+from smoothloco.commands import main
+from smoothloco.experiments import compare
 from smoothloco.train.runs import TrainConfig
 
 TINY = compare.Budget(num_envs=8, evals=4, interval_multiple=1, ppo_factor=4, eval_seconds=2.0, seeds=3)

@@ -16,12 +16,13 @@ import onnxruntime
 import pytest
 from fakes import write_untrained_run
 
-from smoothloco import bench, robot_side
-from smoothloco.cli import main
+from smoothloco import robot_side
+from smoothloco.commands import main
 from smoothloco.deploy import render
 from smoothloco.deploy.export import controller_function, deployed_controller, onnx_controller
-from smoothloco.deploy.play import play
 from smoothloco.deploy.render import Clip, render_video, write_video
+from smoothloco.evaluate.play import play
+from smoothloco.experiments import bench
 from smoothloco.robot import anymal_c, load_robot
 from smoothloco.robot_side import loop
 from smoothloco.robot_side.contract import CONTRACT_VERSION, PolicyContractError

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from smoothloco.evaluate import metrics
+from smoothloco.measure import metrics
 
 DT = 0.02
 

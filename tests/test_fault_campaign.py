@@ -28,7 +28,7 @@ CLOCKS = {"wall_s", "train_wall_s"}
 
 
 def _train(*args: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "smoothloco.cli", "train", *args]
+    command = [sys.executable, "-m", "smoothloco.commands", "train", *args]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 

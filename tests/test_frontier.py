@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from smoothloco.cli import main
-from smoothloco.train import frontier
+from smoothloco.commands import main
+from smoothloco.experiments import frontier
 from smoothloco.train.runs import TrainConfig
 
 TINY = frontier.FrontierBudget(env_steps=16_384, eval_interval=4_096, eval_seconds=2.0, seeds=2)

@@ -29,13 +29,13 @@ from fakes import write_untrained_run
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from smoothloco.cli import main
+from smoothloco.commands import main
+from smoothloco.commands import train as train_cli
 from smoothloco.deploy.export import export_run
-from smoothloco.robot_side.testbench import Player, PolicyContractError
+from smoothloco.experiments import compare
 from smoothloco.robot.loading import ASSETS, SPEC_KEYS, load_spec_file
+from smoothloco.robot_side.testbench import Player, PolicyContractError
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
-from smoothloco.train import cli as train_cli
-from smoothloco.train import compare
 from smoothloco.train.run_folder import SUMMARY_NAME
 from smoothloco.train.runs import TrainConfig
 from smoothloco.train.shac import SHACConfig

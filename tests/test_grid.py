@@ -3,7 +3,7 @@ run whose contact sharpens over training is graded in the contact it has reached
 
 import jax.numpy as jnp
 
-from smoothloco.evaluate.grid import command_evaluator
+from smoothloco.measure.grid import command_evaluator
 from smoothloco.tasks import VelocityTaskConfig
 
 

@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 from fakes import write_untrained_run
 
-from smoothloco.cli import main
+from smoothloco.commands import main
+from smoothloco.commands import train as train_cli
 from smoothloco.deploy.export import ExportError, export_run, exported
-from smoothloco.robot_side.testbench import Player, PolicyContractError
-from smoothloco.evaluate import study
+from smoothloco.experiments import compare, study
 from smoothloco.robot.loading import ASSETS, load_robot
+from smoothloco.robot_side.testbench import Player, PolicyContractError
 from smoothloco.tasks import VelocityTaskConfig
-from smoothloco.train import cli as train_cli
-from smoothloco.train import compare
 from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.run_folder import SUMMARY_NAME
 from smoothloco.train.runs import TrainConfig

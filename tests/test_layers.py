@@ -19,7 +19,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "smoothloco"
 
-# Lowest first. A module imports only from its own layer or one listed before it.
+# Lowest first. A module imports only from its own layer or one listed before it. Each folder
+# holds one layer or a run of adjacent ones, so the folders read bottom-up as the layers do.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Shared helpers with no smoothloco dependencies of their own (stdlib, JAX, matplotlib).
     ("base", ("smoothloco", "smoothloco.argtypes", "smoothloco.parallel", "smoothloco.plotting",
@@ -32,8 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sim", ("smoothloco.sim", "smoothloco.sim.*")),
     ("tasks", ("smoothloco.tasks", "smoothloco.tasks.*")),
     # Measurements on trajectories of the task; the training loop evaluates with them.
-    ("measure", ("smoothloco.evaluate", "smoothloco.evaluate.metrics", "smoothloco.evaluate.record",
-                 "smoothloco.evaluate.grid", "smoothloco.evaluate.scenarios", "smoothloco.evaluate.mujoco_terrain")),
+    ("measure", ("smoothloco.measure", "smoothloco.measure.*")),
     ("agents", ("smoothloco.train", "smoothloco.train.networks", "smoothloco.train.shac", "smoothloco.train.ppo")),
     ("runs", ("smoothloco.train.runs", "smoothloco.train.checkpoint", "smoothloco.train.run_folder")),
     # One training run: its log and evaluations, each algorithm's host loop, the summary, and
@@ -41,11 +41,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("train loop", ("smoothloco.train.compile_cache", "smoothloco.train.evaluation", "smoothloco.train.run_log",
                     "smoothloco.train.shac_loop", "smoothloco.train.ppo_loop", "smoothloco.train.summary",
                     "smoothloco.train.runner")),
-    ("deploy / evaluate", ("smoothloco.deploy", "smoothloco.deploy.render",
-                           "smoothloco.deploy.export", "smoothloco.deploy.play", "smoothloco.evaluate.transfer",
-                           "smoothloco.evaluate.gradients", "smoothloco.evaluate.robustness")),
-    ("experiments", ("smoothloco.train.compare", "smoothloco.train.frontier", "smoothloco.evaluate.study", "smoothloco.bench")),
-    ("cli", ("smoothloco.cli", "smoothloco.train.cli", "smoothloco.deploy.cli", "smoothloco.evaluate.cli")),
+    ("deploy", ("smoothloco.deploy", "smoothloco.deploy.*")),
+    ("evaluate", ("smoothloco.evaluate", "smoothloco.evaluate.*")),
+    ("experiments", ("smoothloco.experiments", "smoothloco.experiments.*")),
+    ("commands", ("smoothloco.commands", "smoothloco.commands.*")),
 )  # fmt: skip
 LATE_IMPORT_MARK = "late import"  # the comment a deliberate import inside a function carries
 
@@ -115,6 +114,30 @@ def test_every_module_has_a_layer():
     unplaced = [m for m in MODULES if not any(m == p or (p.endswith(".*") and m.startswith(p[:-1]))
                                               for _, ps in LAYERS for p in ps)]  # fmt: skip
     assert not unplaced, f"put these modules in a layer of LAYERS: {unplaced}"
+
+
+def folder_of(module: str) -> str:
+    """The package folder a module lives in (``""``: the package root)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else ""
+
+
+def test_folders_hold_consecutive_layers_in_order():
+    """Each folder holds one layer or a run of adjacent ones and no two folders interleave, so
+    with no upward import between modules there is none between folders either: the tree reads
+    bottom-up."""
+    spans: dict[str, tuple[int, int]] = {}
+    for m in MODULES:
+        low, high = spans.get(folder_of(m), (len(LAYERS), -1))
+        spans[folder_of(m)] = (min(low, layer_of(m)), max(high, layer_of(m)))
+    ordered = sorted(spans.items(), key=lambda item: item[1])
+    overlaps = [
+        f"{a or 'the package root'} (layers {LAYERS[sa[0]][0]}..{LAYERS[sa[1]][0]}) and "
+        f"{b or 'the package root'} (layers {LAYERS[sb[0]][0]}..{LAYERS[sb[1]][0]})"
+        for (a, sa), (b, sb) in zip(ordered, ordered[1:])
+        if sb[0] <= sa[1]
+    ]
+    assert not overlaps, f"folders whose layers interleave: {overlaps}"
 
 
 def test_no_upward_import():
@@ -210,7 +233,7 @@ def test_the_robot_side_imports_only_numpy_mujoco_onnxruntime_and_itself():
 
 @pytest.mark.parametrize(
     "module,target",
-    [("smoothloco.train.ppo", "smoothloco.train.runner"), ("smoothloco.sim.step", "smoothloco.cli")],
+    [("smoothloco.train.ppo", "smoothloco.train.runner"), ("smoothloco.sim.step", "smoothloco.commands")],
 )
 def test_an_upward_import_inside_a_function_is_seen(monkeypatch, tmp_path: Path, module: str, target: str):
     source = MODULES[module].read_text() + f"\n\ndef _late():\n    import {target}  # late import: test\n"
@@ -223,7 +246,7 @@ def test_an_upward_import_inside_a_function_is_seen(monkeypatch, tmp_path: Path,
 
 
 def test_importing_every_module_starts_no_jax_backend():
-    """``smoothloco.cli`` imports every command at the top and asks XLA for one device per core
+    """``smoothloco.commands`` imports every command at the top and asks XLA for one device per core
     afterwards (``main``): that works only while no import starts a JAX backend."""
     code = (
         "import importlib, jax\n"

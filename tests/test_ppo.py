@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from brax.training.agents.ppo import train as brax_ppo
 
-from smoothloco.cli import main
+from smoothloco.commands import main
 from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
 from smoothloco.train import ppo
 from smoothloco.train.runs import TrainConfig

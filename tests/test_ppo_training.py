@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from smoothloco.cli import main
+from smoothloco.commands import main
 from smoothloco.tasks import VelocityTask
 from smoothloco.train.runs import load_run
 

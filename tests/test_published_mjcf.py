@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from fakes import published, write_untrained_run
 
-from smoothloco.cli import main
+from smoothloco.commands import main
 from smoothloco.deploy.export import EXPORT_FILES, export_run
-from smoothloco.robot_side.testbench import Player
 from smoothloco.robot import RobotSpecError, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
+from smoothloco.robot_side.testbench import Player
 from smoothloco.sim.check import stand_in_mujoco, unmodelled_properties
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.shac import SHACConfig

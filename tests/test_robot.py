@@ -11,7 +11,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from smoothloco.cli import main
+from smoothloco.commands import main
 from smoothloco.robot import BUNDLED_ROBOTS, RobotSpecError, anymal_c, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
 from smoothloco.sim.check import check_robot

@@ -8,8 +8,8 @@ import pytest
 from fakes import FakePlayer, write_untrained_run
 
 from smoothloco.deploy.export import export_run
-from smoothloco.robot_side.testbench import Imperfections, Player
 from smoothloco.evaluate import robustness
+from smoothloco.robot_side.testbench import Imperfections, Player
 from smoothloco.train.shac import SHACConfig
 
 

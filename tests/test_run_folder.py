@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from fakes import write_untrained_run
 
-from smoothloco.cli import main
+from smoothloco.commands import main
+from smoothloco.commands.train import EXIT_INTERRUPTED
 from smoothloco.train import checkpoint, run_folder, run_log, runner
-from smoothloco.train.cli import EXIT_INTERRUPTED
 from smoothloco.train.shac import SHACConfig
 
 TINY = ["--shac.num_envs", "4", "--shac.horizon", "2", "--shac.critic_minibatches", "2", "--run.deploy", "false"]

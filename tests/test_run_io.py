@@ -6,8 +6,8 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-
 from fakes import write_untrained_run
+
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.runs import TrainConfig, load_run

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from fakes import sled
 
-from smoothloco.bench import pd_servo_model
+from smoothloco.experiments.bench import pd_servo_model
 from smoothloco.robot import BUNDLED_ROBOTS, anymal_c, load_robot
 from smoothloco.sim import SimState, initial_state, make_sim, rollout
 from smoothloco.sim import step as sim_step

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from fakes import sled
 
-from smoothloco.robot_side.testbench import stiff_contact
-from smoothloco.evaluate.mujoco_terrain import add_terrain, slope_quaternion
+from smoothloco.measure.mujoco_terrain import add_terrain, slope_quaternion
 from smoothloco.robot import RobotSpec, anymal_c
+from smoothloco.robot_side.testbench import stiff_contact
 from smoothloco.sim import SimState, initial_state, make_sim, rollout
 from smoothloco.sim.terrain import Boxes, Slope, stairs
 

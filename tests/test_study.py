@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from smoothloco.cli import build_parser
-from smoothloco.evaluate import study
-from smoothloco.evaluate.gradients import GradientSettings, gradient_quality
+from smoothloco.commands import build_parser
+from smoothloco.experiments import study
+from smoothloco.experiments.gradients import GradientSettings, gradient_quality
 
 SUMMARY_KEYS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
 
@@ -222,7 +222,7 @@ def test_gradient_quality_of_a_step_function_disagrees_with_zeroth_order():
 def test_gradient_quality_through_the_task_is_finite():
     from brax.training.acme import running_statistics, specs
 
-    from smoothloco.evaluate.gradients import task_returns_fn
+    from smoothloco.experiments.gradients import task_returns_fn
     from smoothloco.tasks import PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
     from smoothloco.train.networks import Actor
 

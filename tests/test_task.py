@@ -16,9 +16,9 @@ from smoothloco.tasks import (
     VelocityTask,
     VelocityTaskConfig,
     VelocityTrimConfig,
+    controller,
     randomize,
 )
-from smoothloco.tasks import controller
 from smoothloco.tasks.config import CommandConfig
 from smoothloco.tasks.velocity import observation_slice
 

@@ -7,9 +7,18 @@ import mujoco
 import numpy as np
 import pytest
 
-from smoothloco.evaluate.mujoco_terrain import terrain_model
+from smoothloco.measure.mujoco_terrain import terrain_model
 from smoothloco.sim import terrain
-from smoothloco.sim.terrain import Boxes, RollingHills, RoughGround, Slope, box_distance, contact_frame, parse_terrain, stairs
+from smoothloco.sim.terrain import (
+    Boxes,
+    RollingHills,
+    RoughGround,
+    Slope,
+    box_distance,
+    contact_frame,
+    parse_terrain,
+    stairs,
+)
 
 PROBE = "probe"
 WORLD = f"""<mujoco><worldbody><geom name="floor" type="plane" size="0 0 1"/>

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fakes import FakePlayer, write_untrained_run
-from smoothloco.evaluate import metrics
-from smoothloco.evaluate.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
+
 from smoothloco.evaluate.transfer import evaluate_run, rollout_ours, write_report
+from smoothloco.measure import metrics
+from smoothloco.measure.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.tasks import GaitConfig, RandomizationConfig, VelocityTaskConfig
 from smoothloco.train.runs import TrainConfig, load_run
 from smoothloco.train.shac import SHACConfig
@@ -89,7 +89,7 @@ def test_our_rollout_applies_pushes_friction_and_mass(tmp_path: Path):
 
 
 def test_eval_command_line_reports_a_folder_that_is_not_a_run(tmp_path: Path, capsys):
-    from smoothloco.cli import build_parser
+    from smoothloco.commands import build_parser
 
     args = build_parser().parse_args(["eval", str(tmp_path), "--sim", "hard"])
     assert args.func(args) == 2 and "not a run folder" in capsys.readouterr().err
@@ -99,10 +99,10 @@ def test_an_export_folder_is_judged_from_its_contract_alone(tmp_path: Path, caps
     """Copied away from its run and robot spec, an export carries what its evaluation needs: the
     ranges it trained on (the mismatch corners), its sensors, drives and motors (the robustness
     suite), its mass; only MuJoCo runs it."""
-    from smoothloco.cli import build_parser
+    from smoothloco.commands import build_parser
+    from smoothloco.commands.evaluate import export_scenarios
     from smoothloco.deploy.export import EXPORT_FILES, export_run
     from smoothloco.evaluate import robustness
-    from smoothloco.evaluate.cli import export_scenarios
     from smoothloco.robot import load_robot
     from smoothloco.robot_side.testbench import Player
 

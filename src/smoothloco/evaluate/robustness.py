@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from smoothloco import plotting
+from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
+from smoothloco.measure.scenarios import Scenario, standard_scenarios
+from smoothloco.robot import load_robot
 from smoothloco.robot_side.contract import Contract
 from smoothloco.robot_side.testbench import Imperfections
-from smoothloco.evaluate.scenarios import Scenario, standard_scenarios
-from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
-from smoothloco.robot import load_robot
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.tasks.controller import OBS_LAYOUT, observation_layout
 

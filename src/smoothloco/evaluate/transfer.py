@@ -3,7 +3,7 @@
 Our simulators roll the run's JAX policy in ``VelocityTask`` with the chosen contact model, all
 scenarios at once (``vmap`` over scenarios, ``scan`` over steps, one compile). MuJoCo goes only
 through the deployment artifacts: the exported ONNX policy in the standalone player. Both give
-the trajectory dicts of ``smoothloco.evaluate.metrics``, so every number is computed the same way.
+the trajectory dicts of ``smoothloco.measure.metrics``, so every number is computed the same way.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import numpy as np
 
 from smoothloco import plotting
 from smoothloco.deploy.export import exported
-from smoothloco.robot_side.testbench import Command, Imperfections, Player, Push, command_schedule
-from smoothloco.evaluate import metrics
-from smoothloco.evaluate.record import trajectory_sample
-from smoothloco.evaluate.scenarios import Scenario, run_scenarios
+from smoothloco.measure import metrics
+from smoothloco.measure.record import trajectory_sample
+from smoothloco.measure.scenarios import Scenario, run_scenarios
 from smoothloco.robot import load_robot
+from smoothloco.robot_side.testbench import Command, Imperfections, Player, Push, command_schedule
 from smoothloco.sim import CONTACT_MODELS
 from smoothloco.tasks import CommandConfig, VelocityTask
 from smoothloco.tasks.randomization import set_physics

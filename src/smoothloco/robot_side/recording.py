@@ -1,6 +1,6 @@
 """What the MuJoCo test bench records at every control period: the base, the joints, the
 torques, the feet (height, slip, penetration) and falls, as the evaluation's metrics read them
-(``smoothloco.evaluate.metrics``)."""
+(``smoothloco.measure.metrics``)."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from smoothloco.robot_side.testbench import stiff_contact
 from smoothloco.robot import RobotSpec
+from smoothloco.robot_side.testbench import stiff_contact
 from smoothloco.sim.dynamics import dynamics, point_jacobians, rigid_tree
 from smoothloco.sim.step import initial_state, make_sim, rollout
 

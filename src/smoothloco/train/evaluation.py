@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from smoothloco.evaluate.grid import command_evaluator
+from smoothloco.measure.grid import command_evaluator
 from smoothloco.train.runs import TrainConfig
 
 

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smoothloco.evaluate import metrics
-from smoothloco.evaluate.record import trajectory_sample
+from smoothloco.measure import metrics
+from smoothloco.measure.record import trajectory_sample
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 
 # (vx m/s, vy m/s, yaw rad/s): forward, lateral and turning, both signs, and standing still.

@@ -28,16 +28,16 @@ import numpy as np
 
 from smoothloco import plotting
 from smoothloco.argtypes import positive_int
-from smoothloco.evaluate.gradients import GradientSettings, contact_gradient_quality
-from smoothloco.evaluate.metrics import nanmean
-from smoothloco.evaluate.scenarios import standard_scenarios
 from smoothloco.evaluate.transfer import evaluate_run, write_report
+from smoothloco.experiments.compare import ComparisonInterrupted
+from smoothloco.experiments.frontier import run_frontier_command
+from smoothloco.experiments.gradients import GradientSettings, contact_gradient_quality
+from smoothloco.measure.metrics import nanmean
+from smoothloco.measure.scenarios import standard_scenarios
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.checkpoint import CHECKPOINT_NAME, CheckpointError
-from smoothloco.train.compare import ComparisonInterrupted
-from smoothloco.train.frontier import run_frontier_command
-from smoothloco.train.runner import interrupted, train
 from smoothloco.train.run_folder import CONFIG_NAME, RunFolderError
+from smoothloco.train.runner import interrupted, train
 from smoothloco.train.runs import LoadedRun, RunConfig, TrainConfig, check_same_settings, load_run
 from smoothloco.train.shac import SHACConfig
 from smoothloco.validation import one_line

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from smoothloco.measure.grid import EVAL_COMMANDS
 from smoothloco.robot_side.testbench import Command, Push
-from smoothloco.evaluate.grid import EVAL_COMMANDS
 from smoothloco.tasks import RandomizationConfig, VelocityTaskConfig
 
 KINDS = ("command", "push", "mismatch")

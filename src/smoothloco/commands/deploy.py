@@ -7,7 +7,7 @@ import sys
 
 from smoothloco.argtypes import seconds_up_to
 from smoothloco.deploy.export import EXPORT_FILES, ExportError, export_run
-from smoothloco.deploy.play import DEFAULT_COMMANDS, SIMS, play
+from smoothloco.evaluate.play import DEFAULT_COMMANDS, SIMS, play
 from smoothloco.robot_side.contract import PolicyContractError
 from smoothloco.train.checkpoint import CheckpointError
 from smoothloco.validation import one_line

@@ -327,7 +327,7 @@ def _summarize(curves: dict[str, dict], budget: Budget, seeds: int, ppo_config: 
         "seeds": seeds,
         "ppo_config": ppo_config,
         "eval_interval_env_steps": curves["shac"]["env_steps"][0],
-        "evaluation": "deterministic policy on the fixed command grid (evaluate.EVAL_COMMANDS), no pushes or "
+        "evaluation": "deterministic policy on the fixed command grid (measure.grid.EVAL_COMMANDS), no pushes or "
         f"randomization, {budget.eval_seconds:g} s per command; return = reward summed until a fall, "
         "mean over commands",
         "threshold_kind": "walking",

@@ -1,6 +1,6 @@
 """One control step of our simulator as a sample of an evaluation trajectory.
 
-The fields are those of ``smoothloco.evaluate.metrics`` (the MuJoCo player records the same), so
+The fields are those of ``smoothloco.measure.metrics`` (the MuJoCo player records the same), so
 the training-time grid and the transfer evaluation compute every metric one way.
 """
 

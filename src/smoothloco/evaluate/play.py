@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from smoothloco.deploy.export import EXPORT_DIR, exported
-from smoothloco.robot_side.testbench import FRAME_RATE, Command, Player, Push
 from smoothloco.deploy.render import Clip, render_video
 from smoothloco.evaluate.transfer import SIMS, Script, rollout_ours
 from smoothloco.robot import load_robot
+from smoothloco.robot_side.testbench import FRAME_RATE, Command, Player, Push
 from smoothloco.train.runs import load_run
 
 TRAINING_VIDEO_SECONDS = 5.0

@@ -22,7 +22,7 @@ import typing
 from pathlib import Path
 
 from smoothloco.argtypes import config_value, metavar
-from smoothloco.deploy.play import deploy_after_training
+from smoothloco.evaluate.play import deploy_after_training
 from smoothloco.robot import BUNDLED_ROBOTS, DEFAULT_ROBOT
 from smoothloco.robot.loading import is_spec_path
 from smoothloco.tasks import VelocityTaskConfig
@@ -313,7 +313,7 @@ def next_steps(run_dir: Path) -> list[str]:
     each as a command that works here. TensorBoard itself is not a dependency (tensorboardX only
     writes the logs), so where it is missing the line installs it first."""
     python = _beside_python(Path(sys.executable).name)
-    smoothloco = _command("smoothloco") or f"{python} -m smoothloco.cli"
+    smoothloco = _command("smoothloco") or f"{python} -m smoothloco.commands"
     logs = run_dir / "tensorboard"
     tensorboard = _command("tensorboard")
     if tensorboard is None:

@@ -14,19 +14,17 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from smoothloco import bench
 from smoothloco.argtypes import positive_int
-from smoothloco.deploy import cli as deploy_cli
-from smoothloco.evaluate import cli as eval_cli
-from smoothloco.evaluate import study
+from smoothloco.commands import deploy as deploy_cli
+from smoothloco.commands import evaluate as eval_cli
+from smoothloco.commands import train as train_cli
+from smoothloco.experiments import bench, compare, study
 from smoothloco.parallel import request_host_devices
 from smoothloco.quiet import quiet_cache_loads
 from smoothloco.robot import BUNDLED_ROBOTS, load_robot
 from smoothloco.robot_side.contract import PolicyContractError
 from smoothloco.sim import check
 from smoothloco.tasks import VelocityTaskConfig
-from smoothloco.train import cli as train_cli
-from smoothloco.train import compare
 from smoothloco.validation import one_line
 
 
@@ -211,7 +209,3 @@ def main(argv: list[str] | None = None) -> int:
     quiet_cache_loads()  # XLA's false machine-mismatch lines on every compile-cache hit (smoothloco.quiet)
     args = build_parser().parse_args(argv)
     return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

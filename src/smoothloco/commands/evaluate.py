@@ -8,8 +8,8 @@ from pathlib import Path
 
 from smoothloco.deploy.export import ExportError, exported
 from smoothloco.evaluate import robustness
-from smoothloco.evaluate.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.evaluate.transfer import SIMS, evaluate_run, rollout_player, summarize, write_report
+from smoothloco.measure.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.robot_side.contract import Contract, PolicyContractError
 from smoothloco.robot_side.testbench import Player
 from smoothloco.tasks import RandomizationConfig
