@@ -13,12 +13,15 @@ is written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -99,6 +102,22 @@ def controller_function(run: LoadedRun, task: VelocityTask) -> tuple[Callable, l
     return step, names, [*(sizes[s] for s in sensors), robot_contract.COMMAND_INPUT[2], state_size]
 
 
+@contextlib.contextmanager
+def _converter_quiet() -> Iterator[None]:
+    """Silence what the converter says about its own internals on every export: JAX's note that a
+    float64 it asks for becomes float32 (the graph is float32 throughout, as the reference check
+    proves) and onnx_ir's notes on shapeless scalars it leaves untyped."""
+    logger = logging.getLogger("onnx_ir")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Explicitly requested dtype float64", category=UserWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def onnx_controller(step: Callable, names: list[str], sizes: list[int]) -> onnx.ModelProto:
     """``step`` converted to ONNX (opset ``OPSET``), without the initializers the converter leaves unused."""
     # late import: jax2onnx loads its plugins (half a minute) and is needed only here
@@ -107,7 +126,8 @@ def onnx_controller(step: Callable, names: list[str], sizes: list[int]) -> onnx.
     specs = [jax.ShapeDtypeStruct((size,), jnp.float32) for size in sizes]
     outputs = [robot_contract.TARGETS_OUTPUT, robot_contract.NEXT_STATE_OUTPUT]
     try:
-        model = to_onnx(step, specs, model_name="controller", opset=OPSET, input_names=names, output_names=outputs)
+        with _converter_quiet():
+            model = to_onnx(step, specs, model_name="controller", opset=OPSET, input_names=names, output_names=outputs)
     except Exception as exc:  # noqa: BLE001 - the converter's errors name the primitive it lacks
         raise ExportError(f"jax2onnx cannot convert the controller step: {type(exc).__name__}: {exc}") from exc
     used = {name for node in model.graph.node for name in node.input}
