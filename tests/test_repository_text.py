@@ -3,7 +3,7 @@
 Code, comments, specs and documentation give dates or topics, never numbered work periods,
 issue numbers or commit hashes: those mean nothing to a reader of a clone (a commit hash may not
 even exist in it once history is rewritten). This test reads the text files under ``src/``,
-``docs/`` and ``tests/`` and the top-level documents, and names each offending line. JSON and
+``docs/``, ``results/`` and ``tests/`` and the top-level documents, and names each offending line. JSON and
 other measured artifacts are left alone: their hex digests and checksums are data.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED_DIRS = ("src", "docs", "tests")
+SCANNED_DIRS = ("src", "docs", "results", "tests")
 SCANNED_FILES = ("README.md", "CITATION.cff", "Makefile", "pyproject.toml")
 SUFFIXES = {".py", ".md", ".toml", ".cff", ".txt", ".cfg"}
 
@@ -81,8 +81,8 @@ def test_no_work_period_issue_or_commit_references():
     assert not offences, "the repository should speak of the project only:\n" + "\n".join(offences)
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "docs").rglob("*.json")), ids=lambda p: str(p.relative_to(ROOT)))
-def test_result_files_under_docs_are_valid_json(path):
+@pytest.mark.parametrize("path", sorted((ROOT / "results").rglob("*.json")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_result_files_are_valid_json(path):
     json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -91,7 +91,7 @@ def _relative_links(text: str) -> list[str]:
     return [link for link in links if not re.match(r"[a-z]+:", link) and not link.startswith("#")]
 
 
-@pytest.mark.parametrize("path", [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))],
+@pytest.mark.parametrize("path", [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "results").rglob("*.md"))],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_in_documents_exist(path):
     missing = []
@@ -102,3 +102,9 @@ def test_relative_links_in_documents_exist(path):
         elif ROOT not in target.parents and target != ROOT:
             missing.append(f"{link} (outside the repository)")
     assert not missing, f"{path.relative_to(ROOT)} links to missing files: {missing}"
+
+
+def test_measured_artifacts_live_under_results():
+    """docs/ is prose; the measured files it cites (JSON, CSV, evaluation tables) live in results/."""
+    artifacts = [p.relative_to(ROOT) for p in (ROOT / "docs").rglob("*") if p.suffix in {".json", ".csv", ".npz"}]
+    assert not artifacts, f"measured files belong under results/, not docs/: {artifacts}"

@@ -38,7 +38,7 @@ OBS_STD_FLOOR = 0.05
 @dataclass(frozen=True)
 class SHACConfig:
     # Few environments per update: every sample then feeds more, smaller actor steps. Measured on
-    # the same 1.05M-step budget (docs/sample-efficiency/frontier): 32 environments walk from
+    # the same 1.05M-step budget (results/sample-efficiency/frontier): 32 environments walk from
     # 0.33M steps, 64 from 0.66M, 256 from 1.64M (on 3.3M), and 32 also end the most accurate.
     num_envs: int = setting(32, "parallel environments (split over all devices)")
     # control steps per actor window; 16 walked later than 32 (64 environments)
