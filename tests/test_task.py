@@ -20,7 +20,7 @@ from smoothloco.tasks import (
     randomize,
 )
 from smoothloco.tasks.config import CommandConfig
-from smoothloco.tasks.velocity import observation_slice
+from smoothloco.tasks.controller import observation_slice
 
 QUIET = dict(pushes=PushConfig(enabled=False), randomization=RandomizationConfig(enabled=False))
 

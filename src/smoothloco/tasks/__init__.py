@@ -9,8 +9,9 @@ from smoothloco.tasks.config import (
     VelocityTaskConfig,
     VelocityTrimConfig,
 )
+from smoothloco.tasks.controller import OBS_LAYOUT
 from smoothloco.tasks.randomization import randomize
-from smoothloco.tasks.velocity import OBS_LAYOUT, OBS_SIZE, VelocityTask
+from smoothloco.tasks.velocity import OBS_SIZE, VelocityTask
 
 __all__ = [
     "DEFAULT_REWARD_WEIGHTS",

@@ -23,18 +23,10 @@ from smoothloco.sim import step as sim_step
 from smoothloco.sim.rotation import rotate_inverse
 from smoothloco.tasks import controller, gait
 from smoothloco.tasks.config import VelocityTaskConfig
-from smoothloco.tasks.controller import (  # noqa: F401 - the observation's layout, read through this module too
-    OBS_LAYOUT,
-    STANDING_COMMAND,
-    VELOCITY_TERMS,
+from smoothloco.tasks.controller import (
     ControllerState,
     Sensors,
-    full_layout,
     observation_layout,
-    observation_noise,
-    observation_scales,
-    observation_slice,
-    standing,
 )
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 

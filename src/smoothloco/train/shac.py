@@ -30,7 +30,7 @@ from flax import struct
 from smoothloco.train.networks import Actor, Critic, actor_obs, critic_obs
 from smoothloco.validation import require_finite, setting
 
-# Observations arrive scaled to O(1) (tasks.velocity.OBS_LAYOUT); a feature that barely varies
+# Observations arrive scaled to O(1) (tasks.controller.OBS_LAYOUT); a feature that barely varies
 # (a command range of zero width, a joint that never moves) must not be blown up by 1/std.
 OBS_STD_FLOOR = 0.05
 
