@@ -251,3 +251,11 @@ def test_a_finished_run_points_to_eval_and_tensorboard(monkeypatch, tmp_path: Pa
     assert lines[2].endswith(f": {bin_dir / 'tensorboard'} --logdir runs/x/tensorboard")
     monkeypatch.setattr(train_cli.shutil, "which", lambda name: f"/usr/bin/{name}")
     assert train_cli.next_steps(Path("runs/x"))[2].endswith(": tensorboard --logdir runs/x/tensorboard")
+
+
+def test_bench_refuses_a_controller_without_an_export_or_with_a_bad_one(tmp_path, capsys):
+    assert main(["bench", "controller"]) == 2
+    assert capsys.readouterr().err.strip() == "error: bench controller needs --export DIR (an export folder)"
+    json_path = tmp_path / "figures.json"
+    assert main(["bench", "controller", "--export", str(tmp_path), "--json", str(json_path)]) == 2
+    assert "policy.json" in capsys.readouterr().err and not json_path.exists()  # nothing written on a refusal

@@ -28,36 +28,33 @@ from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.validation import one_line
 
 
-def _bench(args: argparse.Namespace) -> int:
-    if args.target == "controller":
-        if args.export is None:
-            print("error: bench controller needs --export DIR (an export folder)", file=sys.stderr)
-            return 2
-        try:
-            figures = bench.bench_controller(args.export)
-        except PolicyContractError as exc:
-            print(f"error: {one_line(exc)}", file=sys.stderr)
-            return 2
-        print(
-            f"exported controller step, onnxruntime on 1 thread, batch 1, {figures['calls']} calls: "
-            f"median {figures['median_ms']:.3f} ms, p99 {figures['p99_ms']:.3f} ms, max {figures['max_ms']:.3f} ms"
-        )
-        if args.json:
-            Path(args.json).write_text(json.dumps(figures, indent=2))
-        return 0
-    if args.target == "dt":
-        rows = bench.sweep_sim_dt()
-        print(f"hard contact, trot-like gaits, 1 s, against dt = {rows[0]['reference_dt']} s")
-        print("| dt (ms) | base position RMS (cm) | orientation RMS (rad) | mean penetration (mm) | max penetration (mm) |")
-        print("|---:|---:|---:|---:|---:|")
-        for r in rows:
-            print(
-                f"| {r['dt'] * 1e3:g} | {r['base_position_rms_m'] * 100:.2f} | {r['orientation_rms_rad']:.3f} "
-                f"| {r['mean_penetration_in_contact_m'] * 1e3:.1f} | {r['max_penetration_m'] * 1e3:.1f} |"
-            )
-        if args.json:
-            Path(args.json).write_text(json.dumps(rows, indent=2))
-        return 0
+def _bench_controller(args: argparse.Namespace) -> tuple[str, dict]:
+    if args.export is None:
+        raise ValueError("bench controller needs --export DIR (an export folder)")
+    figures = bench.bench_controller(args.export)
+    text = (
+        f"exported controller step, onnxruntime on 1 thread, batch 1, {figures['calls']} calls: "
+        f"median {figures['median_ms']:.3f} ms, p99 {figures['p99_ms']:.3f} ms, max {figures['max_ms']:.3f} ms"
+    )
+    return text, figures
+
+
+def _bench_dt(args: argparse.Namespace) -> tuple[str, list]:
+    rows = bench.sweep_sim_dt()
+    lines = [
+        f"hard contact, trot-like gaits, 1 s, against dt = {rows[0]['reference_dt']} s",
+        "| dt (ms) | base position RMS (cm) | orientation RMS (rad) | mean penetration (mm) | max penetration (mm) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['dt'] * 1e3:g} | {r['base_position_rms_m'] * 100:.2f} | {r['orientation_rms_rad']:.3f} "
+        f"| {r['mean_penetration_in_contact_m'] * 1e3:.1f} | {r['max_penetration_m'] * 1e3:.1f} |"
+        for r in rows
+    ]
+    return "\n".join(lines), rows
+
+
+def _bench_throughput(args: argparse.Namespace) -> tuple[str, dict]:
     if args.target == "sim":
         results = bench.bench_sim(batch=args.batch, steps=args.steps, repeats=args.repeats)
         table = bench.format_table(results, bench.SIM_ROWS)
@@ -67,12 +64,23 @@ def _bench(args: argparse.Namespace) -> int:
         results = bench.bench_task(batch=args.batch, steps=args.steps, repeats=args.repeats)
         table = bench.format_table(results, bench.TASK_ROWS, unit="control steps/s")
         ratios = [k for k in results if k.endswith("_over_forward")]
-    print(f"batch {results['batch']} over {results['devices']} device(s)")
-    print(table)
-    for key in ratios:
-        print(f"{key}: {results[key]:.3f}")
+    lines = [f"batch {results['batch']} over {results['devices']} device(s)", table]
+    lines += [f"{key}: {results[key]:.3f}" for key in ratios]
+    return "\n".join(lines), results
+
+
+BENCH_TARGETS = {"controller": _bench_controller, "dt": _bench_dt, "sim": _bench_throughput, "task": _bench_throughput}
+
+
+def _bench(args: argparse.Namespace) -> int:
+    try:
+        text, figures = BENCH_TARGETS[args.target](args)
+    except (ValueError, PolicyContractError) as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    print(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps(figures, indent=2))
         print(f"wrote {args.json}")
     return 0
 
@@ -171,15 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench_parser.add_argument(
         "target",
-        choices=["sim", "task", "dt", "controller"],
+        choices=list(BENCH_TARGETS),
         help="what to measure (dt: hard-contact accuracy against the step size; controller: the latency of an "
         "exported controller's step, with --export)",
     )
     bench_parser.add_argument("--export", metavar="DIR", help="export folder for bench controller")
     bench_parser.add_argument("--batch", type=positive_int, default=256, help="environments in the batch (default 256)")
-    bench_parser.add_argument("--steps", type=positive_int, default=100, help="steps per timed forward rollout (default 100)")
     bench_parser.add_argument(
-        "--repeats", type=positive_int, default=5, help="timed repetitions after the compiling call; forward and gradient alternate (default 5)"
+        "--steps", type=positive_int, default=100, help="steps per timed forward rollout (default 100)"
+    )
+    bench_parser.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=5,
+        help="timed repetitions after the compiling call; forward and gradient alternate (default 5)",
     )
     bench_parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     bench_parser.set_defaults(func=_bench)
