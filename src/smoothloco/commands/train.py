@@ -143,10 +143,14 @@ def add_parser(sub) -> None:
         "Open MPI's mpirun the three are read from the scheduler's environment",
     )
     job.add_argument(
-        "--coordinator", metavar="HOST:PORT", help="address of process 0, where the others join (any free port on its host)"
+        "--coordinator",
+        metavar="HOST:PORT",
+        help="address of process 0, where the others join (any free port on its host)",
     )
     job.add_argument("--num-processes", type=positive_int, metavar="N", help="processes in the job (default 1)")
-    job.add_argument("--process-id", type=_process_id, metavar="I", help="this process's number, 0 to N-1; 0 writes the run folder")
+    job.add_argument(
+        "--process-id", type=_process_id, metavar="I", help="this process's number, 0 to N-1; 0 writes the run folder"
+    )
     parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
     parser.add_argument(
         "--robot",

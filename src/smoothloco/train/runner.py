@@ -137,13 +137,17 @@ def check_divides_over_devices(config: TrainConfig) -> None:
     several processes, before anything is written."""
     if config.algo == "ppo":
         if several():
-            raise ValueError("--algo ppo trains in one process (Brax's own loop); a job of several processes trains SHAC")
+            raise ValueError(
+                "--algo ppo trains in one process (Brax's own loop); a job of several processes trains SHAC"
+            )
         flag, envs, devices, where = "ppo.num_envs", config.ppo.num_envs, jax.local_device_count(), "local devices"
     else:
         flag, envs, devices = "shac.num_envs", config.shac.num_envs, jax.device_count()
         where = f"devices of the job's {jax.process_count()} processes" if several() else "local devices"
     if envs % devices:
-        raise ValueError(f"--{flag} {envs} does not split evenly over the {devices} {where}; use a multiple of {devices}")
+        raise ValueError(
+            f"--{flag} {envs} does not split evenly over the {devices} {where}; use a multiple of {devices}"
+        )
 
 
 def _check_resumable(run_dir: Path, ckpt_path: Path, config: TrainConfig) -> dict:
