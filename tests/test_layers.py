@@ -23,7 +23,7 @@ PACKAGE = SRC / "smoothloco"
 # holds one layer or a run of adjacent ones, so the folders read bottom-up as the layers do.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Shared helpers with no smoothloco dependencies of their own (stdlib, JAX, matplotlib).
-    ("base", ("smoothloco", "smoothloco.argtypes", "smoothloco.parallel", "smoothloco.plotting",
+    ("base", ("smoothloco", "smoothloco.argtypes", "smoothloco.job", "smoothloco.parallel", "smoothloco.plotting",
               "smoothloco.quiet", "smoothloco.validation")),
     # What runs beside an export (contract reader, robot-side loop, MuJoCo test bench) imports
     # nothing from smoothloco but its own folder (it is copied next to an export), so everything

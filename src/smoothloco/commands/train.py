@@ -9,19 +9,26 @@ run or change its evaluation and checkpoint cadence), any other flag is refused 
 Exit status: 0 when the run finished (or a resumed run had already finished), 1 when the run
 folder could not be written (a full disk), 2 for a usage or run-folder error (nothing trained),
 ``EXIT_DIVERGED`` when SHAC stopped on non-finite updates, ``EXIT_INTERRUPTED`` when
-SIGINT/SIGTERM stopped it (the checkpoint resumes it)."""
+SIGINT/SIGTERM stopped it (the checkpoint resumes it), ``EXIT_PROCESS_LOST`` when a process of
+a job of several stopped (the checkpoint resumes it).
+
+``--coordinator``, ``--num-processes`` and ``--process-id`` make the command one process of a
+job (``smoothloco.job``, docs/scale-out.md); they describe how it runs, not the run, so they are
+not recorded in ``config.json`` and may change from one session of a run to the next."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import functools
+import os
 import shutil
 import sys
 import typing
 from pathlib import Path
 
-from smoothloco.argtypes import config_value, metavar
+from smoothloco import job
+from smoothloco.argtypes import config_value, metavar, positive_int
 from smoothloco.evaluate.play import deploy_after_training
 from smoothloco.robot import BUNDLED_ROBOTS, DEFAULT_ROBOT
 from smoothloco.robot.loading import is_spec_path
@@ -37,6 +44,7 @@ from smoothloco.validation import help_of, one_line, with_settings
 SECTIONS = (("task", VelocityTaskConfig), ("shac", SHACConfig), ("ppo", PPOConfig), ("run", RunConfig))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention; a SIGTERM-stopped run also exits with it
 EXIT_DIVERGED = 3  # SHAC stopped after run.max_skipped_iterations non-finite iterations in a row
+EXIT_PROCESS_LOST = 4  # another process of the job stopped; the checkpoint resumes the run
 
 # Help sections of the config flags, ``flag_section`` -> (heading, description). A task
 # sub-section without an entry is headed by its name; sections appear in the fields' order.
@@ -129,6 +137,20 @@ def add_parser(sub) -> None:
         "with its recorded settings; only --shac.iterations (to extend it), --run.eval_every and "
         "--run.checkpoint_every may be given with it",
     )
+    job = parser.add_argument_group(
+        "job of several processes",
+        "one process of a job training over many devices or machines (docs/scale-out.md); under SLURM's srun or "
+        "Open MPI's mpirun the three are read from the scheduler's environment",
+    )
+    job.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        help="address of process 0, where the others join (any free port on its host)",
+    )
+    job.add_argument("--num-processes", type=positive_int, metavar="N", help="processes in the job (default 1)")
+    job.add_argument(
+        "--process-id", type=_process_id, metavar="I", help="this process's number, 0 to N-1; 0 writes the run folder"
+    )
     parser.add_argument("--out", dest="run.out", metavar="DIR", help="run folder (same as --run.out)")
     parser.add_argument(
         "--robot",
@@ -157,6 +179,16 @@ def add_parser(sub) -> None:
             help=f"{flag_help(name)} (default {shown})".replace("%", "%%"),  # argparse formats help with %
         )
     parser.set_defaults(func=run_train)
+
+
+def _process_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
 
 
 def _algorithm(text: str) -> str:
@@ -254,9 +286,10 @@ def resume_config(run_dir: Path, args: argparse.Namespace) -> TrainConfig:
 
 def run_train(args: argparse.Namespace) -> int:
     try:
+        job.start(args.coordinator, args.num_processes, args.process_id)  # before JAX computes anything
         config = resume_config(Path(args.resume), args) if args.resume else config_from_args(args)
         check_divides_over_devices(config)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, job.JobError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     try:
@@ -264,6 +297,16 @@ def run_train(args: argparse.Namespace) -> int:
     except RunAlreadyFinished as done:
         print(done, flush=True)
         return 0
+    except job.JobError as exc:  # process 0 refused to start: the same exit status as there
+        print(f"error: {exc}", file=sys.stderr)
+        return 0 if exc.kind == RunAlreadyFinished.__name__ else 2
+    except job.ProcessLost as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        # JAX's shutdown waits for every process of the job and aborts this one with a fatal
+        # log when one has gone; the run folder holds all there is to keep.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_PROCESS_LOST)
     except (CheckpointError, FileExistsError, RunFolderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -283,6 +326,8 @@ def run_train(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if interrupted(config, history):
         return EXIT_INTERRUPTED
+    if not job.is_lead():  # process 0 deploys and says what comes next
+        return 0
     if config.run.deploy:
         deploy_after_training(Path(config.run.out))
     for line in next_steps(Path(config.run.out)):

@@ -42,7 +42,9 @@ _PROGRESS_FIELDS = (
 class RunLog:
     """The metrics rows of one training session: timed, evaluated on request, written, printed,
     and passed to ``progress_fn``; ``stop_requested`` tells the loop that a signal asked it to
-    stop. ``on_first_row`` runs once the first row is timed (a resume records its changes then)."""
+    stop. ``on_first_row`` runs once the first row is timed (a resume records its changes then).
+    Without ``writes`` (the processes of a job other than its lead) rows are kept in memory
+    only: nothing is read from or written to the run folder, nothing printed."""
 
     def __init__(
         self,
@@ -53,6 +55,7 @@ class RunLog:
         progress_fn: ProgressFn | None = None,
         resume: bool = False,
         on_first_row: Callable[[], None] | None = None,
+        writes: bool = True,
     ) -> None:
         self.config = config
         self.evaluation = evaluation
@@ -64,6 +67,7 @@ class RunLog:
         self._stop_requested = stop_requested
         self._progress_fn = progress_fn
         self._on_first_row = on_first_row
+        self._writes = writes
         self._start = time.perf_counter()
         # A resume's earlier sessions: their rows (kept in metrics.csv) and where their clocks
         # stopped, which this session's clocks continue from. Known at the first row.
@@ -90,7 +94,7 @@ class RunLog:
         session = time.perf_counter() - self._start
         self.first_iteration_s = self.first_iteration_s or session
         if self._clock_offsets is None:
-            self._kept = metrics_rows_before(self.csv_path, iteration) if self._resume else []
+            self._kept = metrics_rows_before(self.csv_path, iteration) if self._resume and self._writes else []
             self.previous = [parsed_row(r, self.csv_path) for r in self._kept]
             last = self.previous[-1] if self.previous else {}
             wall = last.get("wall_s", 0.0)
@@ -111,8 +115,10 @@ class RunLog:
 
     def record(self, row: dict, iterations: int) -> None:
         """Append ``row`` (begun by ``row``) to metrics.csv and TensorBoard, and print its line."""
-        self._write(row)
         self.history.append(row)
+        if not self._writes:
+            return
+        self._write(row)
         _print_progress(row, self.history, iterations, self.config.algo, self.first_iteration_s)
         if self._progress_fn:
             self._progress_fn(row["iteration"], row)

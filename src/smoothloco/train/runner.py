@@ -13,6 +13,7 @@ The configuration (``TrainConfig``) and reading a finished run back (``load_run`
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import jax
 
+from smoothloco.job import ProcessLost, any_process, describe, is_lead, several, shared_outcome
 from smoothloco.train import checkpoint
 from smoothloco.train.compile_cache import compiling_note, use_compile_cache
 from smoothloco.train.evaluation import TrainingEvaluation
@@ -55,6 +57,54 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
     if resume and config.algo != "shac":
         raise ValueError(f"{run_dir}: only SHAC runs resume; Brax's PPO restarts its optimizer and environments")
     check_divides_over_devices(config)
+    lead = is_lead()
+    with contextlib.ExitStack() as held:
+        # Only the lead (process 0) reads, locks and writes the run folder; its refusal stops
+        # the other processes of a job before any of them trains.
+        saved, error = None, None
+        if lead:
+            try:
+                saved = _take_run_folder(run_dir, ckpt_path, config, resume, held)
+            except Exception as exc:  # shared with the other processes, then raised here too
+                error = exc
+        shared_outcome(error)
+        use_compile_cache(config.run.compile_cache)
+        # A resume records what it changed once it trains (its checkpoint loaded, its first
+        # update done), so a resume that fails leaves config.json as it was.
+        record_changes = functools.partial(_record_resume_settings, run_dir, saved, config) if resume and lead else None
+        if lead:
+            # The first iteration compiles for about a minute without a line of output: say so,
+            # and where the run writes.
+            starting = f"resuming {config.algo} in" if resume else f"training {config.algo} into"
+            print(f"{starting} {run_dir}", flush=True)
+            if several():
+                print(describe(), flush=True)
+            print(compiling_note(config.run.compile_cache), flush=True)
+
+        with _StopRequested() as stop:
+            evaluation = TrainingEvaluation(config)
+            # A signal may reach one process alone (Ctrl-C in its terminal): all stop together.
+            stop_requested = lambda: any_process(stop.requested)  # noqa: E731
+            log = RunLog(run_dir, config, evaluation, stop_requested, progress_fn, resume, record_changes, writes=lead)
+            try:
+                if config.algo == "shac":
+                    make_policy, params, stopped = train_shac(config, log, ckpt_path, resume)
+                else:
+                    make_policy, params, stopped = train_ppo(config, log, ckpt_path)
+            except ProcessLost as exc:
+                raise ProcessLost(f"{exc}. {_resumable(run_dir, ckpt_path)}") from exc
+            finally:
+                log.close()
+        if lead and stopped:
+            print(f"stopped at iteration {log.history[-1]['iteration']}; checkpoint in {ckpt_path}", flush=True)
+        elif lead:
+            write_summary(run_dir, config, log.run_history, evaluation.latest, log.first_iteration_s)
+    return make_policy, params, log.run_history
+
+
+def _take_run_folder(run_dir: Path, ckpt_path: Path, config: TrainConfig, resume: bool, held: contextlib.ExitStack):
+    """Check the run folder, lock it for the rest of ``held`` and, for a new run, write its
+    ``config.json``. Returns a resume's recorded configuration (None for a new run)."""
     try:
         saved = _check_resumable(run_dir, ckpt_path, config) if resume else None
     except RunAlreadyFinished:
@@ -64,45 +114,40 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
         raise
     if not resume:
         check_new_run_folder(run_dir)
-    with run_lock(run_dir, create=not resume):
-        if not resume and ckpt_path.exists():
-            raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or choose another --out")
-        use_compile_cache(config.run.compile_cache)
-        # A resume records what it changed once it trains (its checkpoint loaded, its first
-        # update done), so a resume that fails leaves config.json as it was.
-        record_changes = functools.partial(_record_resume_settings, run_dir, saved, config) if resume else None
-        if not resume:
-            write_config(run_dir, config.to_dict())
-        # The first iteration compiles for about a minute without a line of output: say so,
-        # and where the run writes.
-        starting = f"resuming {config.algo} in" if resume else f"training {config.algo} into"
-        print(f"{starting} {run_dir}", flush=True)
-        print(compiling_note(config.run.compile_cache), flush=True)
+    held.enter_context(run_lock(run_dir, create=not resume))
+    if not resume and ckpt_path.exists():
+        raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or choose another --out")
+    if not resume:
+        write_config(run_dir, config.to_dict())
+    return saved
 
-        with _StopRequested() as stop:
-            evaluation = TrainingEvaluation(config)
-            log = RunLog(run_dir, config, evaluation, lambda: stop.requested, progress_fn, resume, record_changes)
-            try:
-                if config.algo == "shac":
-                    make_policy, params, stopped = train_shac(config, log, ckpt_path, resume)
-                else:
-                    make_policy, params, stopped = train_ppo(config, log, ckpt_path)
-            finally:
-                log.close()
-        if stopped:
-            print(f"stopped at iteration {log.history[-1]['iteration']}; checkpoint in {ckpt_path}", flush=True)
-        else:
-            write_summary(run_dir, config, log.run_history, evaluation.latest, log.first_iteration_s)
-    return make_policy, params, log.run_history
+
+def _resumable(run_dir: Path, ckpt_path: Path) -> str:
+    """Where a stopped job goes on from, as the lead's checkpoint says (where it is readable)."""
+    try:
+        done = checkpoint.saved_iteration(ckpt_path)
+    except checkpoint.CheckpointError:
+        return f"{run_dir} holds no checkpoint yet: start the job again from scratch"
+    return f"{run_dir} keeps its checkpoint at iteration {done}: start the job again with --resume {run_dir}"
 
 
 def check_divides_over_devices(config: TrainConfig) -> None:
-    """Environments are sharded over every local device; refuse a count that does not split
-    evenly before anything is written."""
-    devices = jax.local_device_count()
-    flag, envs = ("ppo.num_envs", config.ppo.num_envs) if config.algo == "ppo" else ("shac.num_envs", config.shac.num_envs)
+    """SHAC's environments are sharded over every device of the job, Brax PPO's over the local
+    devices of its one process; refuse a count that does not split evenly, or PPO in a job of
+    several processes, before anything is written."""
+    if config.algo == "ppo":
+        if several():
+            raise ValueError(
+                "--algo ppo trains in one process (Brax's own loop); a job of several processes trains SHAC"
+            )
+        flag, envs, devices, where = "ppo.num_envs", config.ppo.num_envs, jax.local_device_count(), "local devices"
+    else:
+        flag, envs, devices = "shac.num_envs", config.shac.num_envs, jax.device_count()
+        where = f"devices of the job's {jax.process_count()} processes" if several() else "local devices"
     if envs % devices:
-        raise ValueError(f"--{flag} {envs} does not split evenly over the {devices} local devices; use a multiple of {devices}")
+        raise ValueError(
+            f"--{flag} {envs} does not split evenly over the {devices} {where}; use a multiple of {devices}"
+        )
 
 
 def _check_resumable(run_dir: Path, ckpt_path: Path, config: TrainConfig) -> dict:

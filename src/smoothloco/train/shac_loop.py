@@ -10,7 +10,8 @@ from typing import Callable
 
 import jax
 
-from smoothloco.parallel import replicated, shard_batch
+from smoothloco.job import across_processes, is_lead
+from smoothloco.parallel import batch_sharding, replicated, to_host
 from smoothloco.tasks import VelocityTask, randomize
 from smoothloco.train import checkpoint
 from smoothloco.train.compile_cache import gc_paused
@@ -34,44 +35,56 @@ def train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool) 
     algo = SHAC(make_env(task, c.num_envs, c.episode_length, rand_fn), c)
     make_policy = make_policy_factory(algo.actor)
 
-    with gc_paused():
-        train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(c.seed))
+    # The state lives where the update computes: parameters replicated, environments split over
+    # the job's devices. Init computes it there, so each environment's reset key comes from the
+    # global batch, whatever the number of processes or devices.
+    shardings = (replicated(), batch_sharding())
+    with gc_paused(), across_processes("the first update"):
+        train_state, env_state = jax.jit(algo.init, out_shardings=shardings)(jax.random.PRNGKey(c.seed))
     if resume:
         train_state, env_state = load_shac_checkpoint(ckpt_path, (train_state, env_state), c.num_envs)
-        print(f"resumed {ckpt_path} at iteration {int(train_state.iteration)}", flush=True)
-    train_state = jax.device_put(train_state, replicated())
-    env_state = shard_batch(env_state)
-    update = jax.jit(algo.update, donate_argnums=(1,))
+        with across_processes("loading the checkpoint"):
+            train_state, env_state = (jax.device_put(x, s) for x, s in zip((train_state, env_state), shardings))
+        if is_lead():
+            print(f"resumed {ckpt_path} at iteration {int(to_host(train_state.iteration))}", flush=True)
+    update = jax.jit(algo.update, donate_argnums=(1,), out_shardings=(*shardings, replicated()))
 
-    first = int(train_state.iteration)
-    skipped_before, skipping = int(train_state.skipped_updates), 0
+    def save() -> None:
+        host = to_host((train_state, env_state))  # every process: it gathers the environments
+        if is_lead():
+            log.sync()  # the rows up to this checkpoint reach the disk before it does
+            checkpoint.save(ckpt_path, host)
+
+    first = int(to_host(train_state.iteration))
+    skipped_before, skipping = int(to_host(train_state.skipped_updates)), 0
     for it in range(first, c.iterations):
-        with gc_paused() if it == first else contextlib.nullcontext():  # the call that compiles
-            train_state, env_state, metrics = update(train_state, env_state)
-        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        with gc_paused() if it == first else contextlib.nullcontext(), across_processes(f"iteration {it + 1}"):
+            train_state, env_state, metrics = update(train_state, env_state)  # the first call compiles
+            metrics = {k: float(v) for k, v in to_host(metrics).items()}
+            stop = log.stop_requested  # read once: every process acts on the same answer
         skipping = skipping + 1 if metrics["skipped_updates"] > skipped_before else 0
         skipped_before = metrics["skipped_updates"]
-        row = {**log.row(it + 1, int(train_state.env_steps)), **metrics}
+        row = {**log.row(it + 1, int(to_host(train_state.env_steps))), **metrics}
         done = it + 1 == c.iterations
         if config.run.eval_every and ((it + 1) % config.run.eval_every == 0) or done:
-            params = (train_state.normalizer, train_state.actor_params)
+            params = to_host((train_state.normalizer, train_state.actor_params))
             row.update(log.evaluate(make_policy, params, progress=metrics["training_progress"]))
         log.record(row, c.iterations)
-        if (it + 1) % config.run.checkpoint_every == 0 or done or log.stop_requested:
-            log.sync()  # the rows up to this checkpoint reach the disk before it does
-            checkpoint.save(ckpt_path, (train_state, env_state))
+        if (it + 1) % config.run.checkpoint_every == 0 or done or stop:
+            with across_processes(f"the checkpoint at iteration {it + 1}"):
+                save()
         if skipping >= config.run.max_skipped_iterations and not done:
-            log.sync()
-            checkpoint.save(ckpt_path, (train_state, env_state))  # skipped updates left the parameters finite
+            with across_processes(f"the checkpoint at iteration {it + 1}"):
+                save()  # skipped updates left the parameters finite
             raise TrainingDiverged(
                 f"stopped at iteration {it + 1}: {skipping} iterations in a row skipped their update as non-finite "
                 f"(gradients, parameters or observation statistics; {int(skipped_before)} skipped in all), so the "
                 f"training diverged. {ckpt_path} holds the last finite parameters; lower the learning rates "
                 "or the contact sharpness, or check the task settings"
             )
-        if log.stop_requested and not done:
-            return make_policy, (train_state.normalizer, train_state.actor_params), True
-    return make_policy, (train_state.normalizer, train_state.actor_params), False
+        if stop and not done:
+            return make_policy, to_host((train_state.normalizer, train_state.actor_params)), True
+    return make_policy, to_host((train_state.normalizer, train_state.actor_params)), False
 
 
 def load_shac_checkpoint(path: Path, template: tuple, num_envs: int) -> tuple:
