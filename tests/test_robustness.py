@@ -137,14 +137,17 @@ def test_the_bench_stands_the_robot_on_other_ground_and_measures_heights_above_i
     from smoothloco.evaluate.terrain_course import ground_of
 
     flat = player.run([], seconds=0.5)
-    grounds = [("stairs:rise=0.15,steps=4,landing=4,start=-2", 0.6, 4), ("ramp:degrees=-25,start=-6,length=5", -2.3315, 0)]
-    for terrain, floor, added_geoms in grounds:  # four boxes; a height field in place of the floor plane
+    grounds = [
+        ("stairs:rise=0.15,steps=4,landing=4,start=-2", 0.6, 4),  # four boxes
+        ("ramp:degrees=-25,start=-6,length=5", -5 * np.tan(np.radians(25)), 0),  # a height field for the floor plane
+    ]
+    for terrain, floor, added_geoms in grounds:
         ground = ground_of(player, terrain)
         model = player.model(ground=ground)
         assert model.ngeom == player.mj_model.ngeom + added_geoms
         assert [model.geom(g).name for g in player.foot_geoms] == [player.mj_model.geom(g).name for g in player.foot_geoms]
         standing = player.run([], seconds=0.5, ground=ground)
-        assert standing["base_pos"][0, 2] > floor + player.initial_base_height - 1e-6
+        assert standing["base_pos"][0, 2] > floor + player.initial_base_height - 1e-5  # float32 heights
         np.testing.assert_allclose(standing["base_pos"][:, 2] - floor, flat["base_pos"][:, 2], atol=0.01, err_msg=terrain)
         assert not standing["fallen"].any()
     with pytest.raises(ValueError, match="bumps replace the flat floor, as another ground does"):
