@@ -201,7 +201,7 @@ def test_a_bad_value_is_the_error_alone_then_one_hint(capsys):
     "argv,unknown,nearest",
     [
         (["train", "--shac.num_env", "3"], "--shac.num_env 3", "--shac.num_envs"),
-        (["train", "--task.hill_height=0"], "--task.hill_height=0", "--task.hills_height"),
+        (["train", "--task.terain=flat"], "--task.terain=flat", "--task.terrain"),
         (["train", "--ouT", "x"], "--ouT x", "--out"),
         (["eval", "run", "--robustnes"], "--robustnes", "--robustness"),
     ],

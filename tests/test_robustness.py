@@ -130,6 +130,30 @@ def test_bumps_replace_the_floor_with_an_egg_crate_heightfield(player: Player):
         player.model(bumps=-0.01)
 
 
+def test_the_bench_stands_the_robot_on_other_ground_and_measures_heights_above_it(player: Player):
+    """On a staircase's landing (boxes) 60 cm up and at the foot of a slope 2.3 m down (a height
+    field), the robot starts above the ground and stands on it as on the flat floor, upright though its
+    base is below the world's origin; every geom of the robot keeps its index."""
+    from smoothloco.evaluate.terrain_course import ground_of
+
+    flat = player.run([], seconds=0.5)
+    grounds = [
+        ("stairs:rise=0.15,steps=4,landing=4,start=-2", 0.6, 4),  # four boxes
+        ("ramp:degrees=-25,start=-6,length=5", -5 * np.tan(np.radians(25)), 0),  # a height field for the floor plane
+    ]
+    for terrain, floor, added_geoms in grounds:
+        ground = ground_of(player, terrain)
+        model = player.model(ground=ground)
+        assert model.ngeom == player.mj_model.ngeom + added_geoms
+        assert [model.geom(g).name for g in player.foot_geoms] == [player.mj_model.geom(g).name for g in player.foot_geoms]
+        standing = player.run([], seconds=0.5, ground=ground)
+        assert standing["base_pos"][0, 2] > floor + player.initial_base_height - 1e-5  # float32 heights
+        np.testing.assert_allclose(standing["base_pos"][:, 2] - floor, flat["base_pos"][:, 2], atol=0.01, err_msg=terrain)
+        assert not standing["fallen"].any()
+    with pytest.raises(ValueError, match="bumps replace the flat floor, as another ground does"):
+        player.model(bumps=0.04, ground=ground)
+
+
 def test_joint_friction_and_damping_resist_the_motion_in_mujoco(player: Player):
     command = [(0.0, 0.5, 0.0, 0.0)]
     free = player.run(command, seconds=1.0)

@@ -228,15 +228,18 @@ def test_the_task_stands_on_rolling_hills_measuring_height_above_them():
     assert hash(hills) == hash(RollingHills(0.08)) and hills == RollingHills(0.08)  # one compiled program
     # half the wavelength: the same ground at half the scale, so twice as steep
     np.testing.assert_allclose(RollingHills(0.08, wavelength=0.65)(grid), hills(2.0 * grid), atol=1e-6)
-    with pytest.raises(ValueError, match="hills_wavelength must be > 0"):
-        VelocityTaskConfig(hills_height=0.08, hills_wavelength=0.0)
+    with pytest.raises(ValueError, match="task.terrain: hills need a wavelength > 0 m"):
+        VelocityTaskConfig(terrain="hills:height=0.08,wavelength=0")
 
-    assert VelocityTaskConfig(hills_height=0.08).quiet().hills_height == 0.0  # evaluations run on flat ground
-    task = VelocityTask(VelocityTaskConfig(hills_height=0.08, **QUIET))
+    assert VelocityTaskConfig().ground == hills  # the default ground
+    assert VelocityTaskConfig().quiet().terrain == "flat"  # evaluations run on flat ground
+    task = VelocityTask(VelocityTaskConfig(**QUIET))
     starts = jax.vmap(task.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
     q = starts.pipeline_state.q
     assert float(jnp.abs(q[:, :2]).max()) > 1.0  # episodes start all over the hills
-    np.testing.assert_allclose(q[:, 2] - hills(q[:, :2]), task.robot.init_qpos()[2], atol=1e-6)
+    # clear of the highest ground under the base and the feet
+    footprint = q[:, None, :2] + task._footprint
+    np.testing.assert_allclose(q[:, 2] - hills(footprint).max(axis=1), task.robot.init_qpos()[2], atol=1e-6)
     step = jax.jit(jax.vmap(task.step, in_axes=(0, None)))
     state = starts
     for _ in range(25):  # half a second of the standing pose
@@ -244,8 +247,32 @@ def test_the_task_stands_on_rolling_hills_measuring_height_above_them():
     assert not bool(state.done.any())
     above = jax.vmap(task._base_height)(state.pipeline_state)
     assert float(jnp.abs(above - task.config.base_height_target).max()) < 0.03
-    with pytest.raises(ValueError, match="hills_height must be >= 0"):
-        VelocityTaskConfig(hills_height=-0.01)
+    with pytest.raises(ValueError, match="task.terrain: hills need a height >= 0 m"):
+        VelocityTaskConfig(terrain="hills:height=-0.01")
+
+
+def test_the_training_ground_is_one_terrain_setting_read_back_from_older_runs():
+    from smoothloco.sim.terrain import RollingHills, Slope, flat, stairs
+    from smoothloco.train.runs import TrainConfig
+
+    assert VelocityTaskConfig(terrain="slope:degrees=25").ground == Slope(25.0)
+    assert VelocityTaskConfig(terrain=" stairs:rise=0.15,run=0.3 ").ground == stairs(rise=0.15, run=0.3)
+    assert VelocityTaskConfig.for_robot("go2").ground == flat
+    for text, message in [
+        ("pit", "task.terrain: unknown terrain 'pit'.*accepted: flat, hills, slope, ramp, stairs, rough"),
+        ("slope", "task.terrain: terrain 'slope' needs degrees=VALUE"),
+        ("stairs:riser=0.15", "task.terrain: terrain 'stairs' takes NAME=VALUE with NAME one of rise, run"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            VelocityTaskConfig(terrain=text)
+    # runs saved before the setting named their ground by the hills' height and wavelength
+    saved = TrainConfig().to_dict()
+    for old, terrain in [({"hills_height": 0.08, "hills_wavelength": 1.3}, "hills:height=0.08,wavelength=1.3"),
+                         ({"hills_height": 0.0, "hills_wavelength": 1.3}, "flat"), ({}, "flat")]:  # fmt: skip
+        task = {k: v for k, v in saved["task"].items() if k != "terrain"} | old
+        read = TrainConfig.from_dict({**saved, "task": task}).task
+        assert read.terrain == terrain
+    assert TrainConfig.from_dict(saved).task.ground == RollingHills(0.08, 1.3)
 
 
 def test_swing_height_reward_rewards_following_the_clock():

@@ -11,6 +11,7 @@ from smoothloco.measure.mujoco_terrain import terrain_model
 from smoothloco.sim import terrain
 from smoothloco.sim.terrain import (
     Boxes,
+    Ramp,
     RollingHills,
     RoughGround,
     Slope,
@@ -177,14 +178,29 @@ def test_bad_terrains_are_refused_with_what_is_accepted():
         terrain_model("<mujoco><worldbody/></mujoco>", Slope(5.0))
 
 
+def test_a_ramp_climbs_from_level_ground_to_level_ground():
+    ramp = Ramp(25.0, start=1.0, length=3.0)
+    x = jnp.array([[-2.0, 0.0], [1.0, 5.0], [2.5, -1.0], [4.0, 0.0], [9.0, 3.0]])
+    rise = np.tan(np.radians(25.0))
+    np.testing.assert_allclose(ramp(x), [0.0, 0.0, 1.5 * rise, 3.0 * rise, 3.0 * rise], atol=1e-6)
+    distance, normal = ramp.distance(jnp.array([2.0, 0.0, rise + 0.1]))
+    np.testing.assert_allclose([float(distance), *np.asarray(normal)],
+                               [0.1 * np.cos(np.radians(25.0)), -np.sin(np.radians(25.0)), 0.0, np.cos(np.radians(25.0))],
+                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(Ramp(-10.0)(x), -Ramp(10.0)(x), atol=1e-6)  # a descent mirrors a climb
+
+
 def test_terrains_are_named_by_kind_and_parameters():
     assert parse_terrain("flat") == terrain.flat
     assert parse_terrain("hills:height=0.08") == RollingHills(0.08)
     assert parse_terrain(" slope:degrees=25, heading=90 ") == Slope(25.0, heading=90.0)
     assert parse_terrain("stairs:rise=0.17,steps=5") == stairs(rise=0.17, steps=5)
     assert parse_terrain("rough:height=0.05,seed=3") == RoughGround(0.05, seed=3)
+    assert parse_terrain("ramp:degrees=-25,length=2") == Ramp(-25.0, length=2.0)
     for text, message in [
-        ("ramp", "unknown terrain 'ramp'.*accepted: flat, hills, slope, stairs, rough"),
+        ("pit", "unknown terrain 'pit'.*accepted: flat, hills, slope, ramp, stairs, rough"),
+        ("ramp:degrees=10,length=0", "length > 0 m"),
+        ("hills:height=-0.1", "height >= 0 m"),
         ("slope", "needs degrees=VALUE"),
         ("stairs:riser=0.2", "NAME one of rise, run, steps"),
         ("stairs:steps=2.5", "steps must be an integer"),

@@ -1,4 +1,4 @@
-"""``smoothloco eval RUN --sim {mujoco,hard,smooth,soft} [--robustness]``."""
+"""``smoothloco eval RUN --sim {mujoco,hard,smooth,soft} [--robustness] [--terrain [TERRAINS]]``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from smoothloco.deploy.export import ExportError, exported
-from smoothloco.evaluate import robustness
+from smoothloco.evaluate import robustness, terrain_course
 from smoothloco.evaluate.transfer import SIMS, evaluate_run, rollout_player, summarize, write_report
 from smoothloco.measure.scenarios import Scenario, run_scenarios, standard_scenarios, training_mismatches
 from smoothloco.robot_side.contract import Contract, PolicyContractError
@@ -41,6 +41,15 @@ def add_parser(sub) -> None:
         "torque-speed envelope, joint friction and damping, rotor armature, friction 0.3, 5 cm bumps, MuJoCo's default contact, 1.5 m/s pushes, all combined): "
         "summary.json 'robustness', robustness.png",
     )
+    parser.add_argument(
+        "--terrain",
+        nargs="?",
+        const="",
+        metavar="TERRAINS",
+        help="also walk the terrain courses in MuJoCo, straight ahead at 0.5, 0.75 and 1 m/s from standing: flat for "
+        "reference, 15 cm stairs up and down, slopes of 10 and 25 degrees up and down, 8 cm rough ground; or, given, "
+        "these terrains separated by ';' (e.g. 'stairs:rise=0.17;ramp:degrees=30'): summary.json 'terrain'",
+    )
     parser.set_defaults(func=run_eval)
 
 
@@ -52,14 +61,16 @@ def export_scenarios(export: Contract) -> tuple[Scenario, ...]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    if args.robustness and args.sim != "mujoco":
-        print(f"error: --robustness runs in MuJoCo (--sim mujoco), not --sim {args.sim}", file=sys.stderr)
-        return 2
+    for flag, asked in (("--robustness", args.robustness), ("--terrain", args.terrain is not None)):
+        if asked and args.sim != "mujoco":
+            print(f"error: {flag} runs in MuJoCo (--sim mujoco), not --sim {args.sim}", file=sys.stderr)
+            return 2
     alone = (Path(args.run) / "policy.json").is_file()  # an export folder: its contract says all
     if alone and args.sim != "mujoco":
         print(f"error: an export folder runs in MuJoCo (--sim mujoco), not --sim {args.sim}", file=sys.stderr)
         return 2
     try:
+        courses = terrain_course.courses_of(args.terrain) if args.terrain is not None else ()
         if alone:
             player = Player(args.run)
             scenarios = export_scenarios(player)
@@ -69,10 +80,13 @@ def run_eval(args: argparse.Namespace) -> int:
             task = read_config(Path(args.run) / CONFIG_NAME).task
             scenarios = run_scenarios(task)
             summary, trajectories = evaluate_run(args.run, args.sim, scenarios)
-        if args.robustness:
+        if args.robustness or courses:
             player = player if alone else Player(exported(Path(args.run)))
+        if args.robustness:
             suite = robustness.export_conditions(player) if alone else robustness.conditions(task)
             summary["robustness"] = robustness.evaluate_robustness(player, player.mass, suite)
+        if courses:
+            summary["terrain"] = terrain_course.evaluate_courses(player, courses)
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
@@ -83,11 +97,16 @@ def run_eval(args: argparse.Namespace) -> int:
         robustness.plot(summary["robustness"], files["robustness"], f"policy in {args.sim}: robustness")
         with files["markdown"].open("a") as f:
             f.write("\n" + robustness.markdown(summary["robustness"]))
+    if courses:
+        with files["markdown"].open("a") as f:
+            f.write("\n" + terrain_course.markdown(summary["terrain"]))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(files["json"].read_text())
     print("\n\n".join(files["markdown"].read_text().split("\n\n")[:2]))  # title and summary table
     if args.robustness:
         print(robustness.markdown(summary["robustness"]))
+    if courses:
+        print(terrain_course.markdown(summary["terrain"]))
     print(f"wrote {', '.join(str(p) for p in files.values())}")
     return 0

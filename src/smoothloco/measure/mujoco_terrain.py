@@ -14,12 +14,14 @@ import numpy as np
 from smoothloco.sim.terrain import Boxes, Flat, HeightField, Slope, Terrain
 
 HFIELD_NAME = "terrain"
+TERRAIN_BODY = "terrain"  # the static body that holds boxes
 HFIELD_BASE = 0.1  # m, the height field's solid depth below its lowest sample
 
 
 def add_terrain(spec: mujoco.MjSpec, terrain: Terrain, extent: float = 10.0, cell: float = 0.05) -> None:
     """Put ``terrain`` into ``spec`` in place of its world body's one floor plane, keeping the
-    floor's contact settings (friction, condim, solref, solimp, priority) and geom order.
+    floor's contact settings (friction, condim, solref, solimp, priority, collision masks) and the
+    index of every geom and body already there (boxes come last, in a static body).
 
     A height field other than a slope is sampled every ``cell`` m over ±``extent`` m in x and y;
     MuJoCo interpolates linearly between samples, within c² max|h''| / 8 of ours.
@@ -33,11 +35,16 @@ def add_terrain(spec: mujoco.MjSpec, terrain: Terrain, extent: float = 10.0, cel
     if isinstance(terrain, Slope):
         floor.quat = slope_quaternion(terrain)
     elif isinstance(terrain, Boxes):
+        # in a static body of their own, last in the tree, so every geom of the model keeps its
+        # index; with the floor's collision masks, not the model's defaults (which may leave a
+        # robot's geoms colliding with the floor alone)
+        body = spec.worldbody.add_body(name=TERRAIN_BODY)
         for index, (x, y, z, hx, hy, hz) in enumerate(terrain.boxes):
-            spec.worldbody.add_geom(
+            body.add_geom(
                 name=f"terrain_box{index}", type=mujoco.mjtGeom.mjGEOM_BOX, pos=[x, y, z], size=[hx, hy, hz],
                 friction=floor.friction, condim=floor.condim, solref=floor.solref, solimp=floor.solimp,
-                priority=floor.priority, rgba=[0.55, 0.5, 0.45, 1.0],
+                priority=floor.priority, contype=floor.contype, conaffinity=floor.conaffinity,
+                rgba=[0.55, 0.5, 0.45, 1.0],
             )  # fmt: skip
     elif isinstance(terrain, HeightField):
         if not (extent > 0 and 0 < cell <= extent):

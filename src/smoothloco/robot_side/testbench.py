@@ -91,6 +91,16 @@ class Imperfections(NamedTuple):
     seed: int = 0
 
 
+class Ground(NamedTuple):
+    """Other ground than the robot model's flat floor: ``model``, the robot's model on it (its
+    own bodies and geoms first and in order, as ``smoothloco.measure.mujoco_terrain`` builds it;
+    the bench gives it its stiff contact), and ``height``, the ground's height (n,) under (n, 2)
+    points (x, y), from which the start and the fall test measure."""
+
+    model: mujoco.MjModel
+    height: Callable[[np.ndarray], np.ndarray]
+
+
 def read_sensors(contract: Contract, data: mujoco.MjData) -> dict[str, np.ndarray]:
     """The controller's sensor inputs from the MuJoCo state (what a robot's encoders, IMU and
     state estimator give)."""
@@ -111,20 +121,39 @@ class Player(Contract):
         stiff_contact(self.mj_model, self.sim_dt)
         self._bumpy_models: dict[float, mujoco.MjModel] = {}
         self.controller = Controller(self)
+        # the base and the feet, (x, y) relative to the base at the start: a start on other
+        # ground stands clear of the highest ground under any of them
+        data = mujoco.MjData(self.mj_model)
+        data.qpos[:] = self.initial_qpos()
+        mujoco.mj_kinematics(self.mj_model, data)
+        self._footprint = np.vstack([[0.0, 0.0], data.geom_xpos[self.foot_geoms, :2] - data.qpos[:2]])
 
-    def initial_qpos(self) -> np.ndarray:
-        """Standing at the default pose, a little above the ground, as the task resets."""
+    def initial_qpos(self, ground: Ground | None = None) -> np.ndarray:
+        """Standing at the default pose at the origin, a little above the ground (on ``ground``,
+        above the highest ground under the base and the feet), as the task resets."""
         qpos = self.mj_model.qpos0.copy()
         qpos[0:7] = (0.0, 0.0, self.initial_base_height, 1.0, 0.0, 0.0, 0.0)
         qpos[self.qpos_ids] = self.default_pose
+        if ground is not None:
+            qpos[2] += float(np.max(ground.height(self._footprint)))
         return qpos
 
-    def model(self, friction: float | None = None, added_base_mass: float = 0.0, bumps: float = 0.0) -> mujoco.MjModel:
+    def model(
+        self, friction: float | None = None, added_base_mass: float = 0.0, bumps: float = 0.0, ground: Ground | None = None
+    ) -> mujoco.MjModel:
         """A copy of the simulation model with ground friction set, mass added to the base and,
-        with ``bumps`` (m), the bumpy ground of ``Imperfections.bumps``."""
+        with ``bumps`` (m), the bumpy ground of ``Imperfections.bumps``, or ``ground``'s model."""
         if not (math.isfinite(bumps) and bumps >= 0):
             raise ValueError(f"bumps must be a height >= 0 m, got {bumps}")
-        model = copy.copy(self._bumpy_model(bumps) if bumps else self.mj_model)
+        if ground is not None:
+            if bumps:
+                raise ValueError("bumps replace the flat floor, as another ground does: ask for one of them")
+            model = copy.copy(ground.model)
+            if model.nq != self.mj_model.nq or model.ngeom < self.mj_model.ngeom:
+                raise ValueError("the ground's model must be the robot's own with the ground's geoms added")
+            stiff_contact(model, self.sim_dt)
+        else:
+            model = copy.copy(self._bumpy_model(bumps) if bumps else self.mj_model)
         if friction is not None:
             if not (math.isfinite(friction) and friction > 0):
                 raise ValueError(f"friction must be a positive number, got {friction}")
@@ -164,6 +193,7 @@ class Player(Contract):
         added_base_mass: float = 0.0,
         frame_callback: FrameCallback | None = None,
         imperfections: Imperfections = Imperfections(),
+        ground: Ground | None = None,
     ) -> dict[str, np.ndarray]:
         """Run the controller from standing for ``seconds`` and return the trajectory at the control rate.
 
@@ -171,13 +201,14 @@ class Player(Contract):
         next (zero before the first); or a function of the period's index and time (a joystick).
         ``pushes`` add ``(vx, vy)`` m/s to the world-frame base velocity at their time.
         ``frame_callback(model, data, command)`` is called at ~30 Hz. ``imperfections`` perturb
-        the robot (see ``Imperfections``). Sample ``k`` is the state at ``k * control_dt``, the
-        torque applied right then, and the controller's inputs, state and joint targets then.
+        the robot (see ``Imperfections``); ``ground`` replaces the flat floor. Sample ``k`` is the
+        state at ``k * control_dt``, the torque applied right then, and the controller's inputs,
+        state and joint targets then.
         """
         kicks = sorted(_numbers(p, 3, "push (t, vx, vy)") for p in pushes)
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"seconds must be > 0, got {seconds}")
-        model = self._perturbed_model(friction, added_base_mass, imperfections)
+        model = self._perturbed_model(friction, added_base_mass, imperfections, ground)
         noise = dict(imperfections.sensor_noise or {})
         unknown = sorted(set(noise) - set(self.controller.sensors))
         if unknown:
@@ -185,7 +216,7 @@ class Player(Contract):
         rng = np.random.default_rng(imperfections.seed)
         delay_steps = round(imperfections.action_delay / self.sim_dt)
         data = mujoco.MjData(model)
-        data.qpos[:] = self.initial_qpos()
+        data.qpos[:] = self.initial_qpos(ground)
         steps = max(1, round(seconds / self.control_dt))
         times = np.arange(steps) * self.control_dt
         if callable(commands):
@@ -215,7 +246,7 @@ class Player(Contract):
                 sensors[name] = sensors[name] + level * rng.uniform(-1.0, 1.0, sensors[name].shape)
             traj["controller_state"][k] = self.controller.state
             target = traj["joint_target"][k] = self.controller(sensors, command)
-            fallen = fallen or self._fallen(data)
+            fallen = fallen or self._fallen(data, ground)
             applied = in_flight[0] if delay_steps else target
             record(traj, k, self, model, data, self._torque(data, applied, strength, envelope), fallen)
             for substep in range(self.substeps):
@@ -235,9 +266,11 @@ class Player(Contract):
                 traj["power"][k] += np.sum(np.abs(torque * data.qvel[self.dof_ids])) / self.substeps
         return traj
 
-    def _perturbed_model(self, friction: float | None, added_base_mass: float, imperfections: Imperfections) -> mujoco.MjModel:
+    def _perturbed_model(
+        self, friction: float | None, added_base_mass: float, imperfections: Imperfections, ground: Ground | None = None
+    ) -> mujoco.MjModel:
         """The model with the ground, the base's mass and the drives of ``imperfections``."""
-        model = self.model(friction, added_base_mass, imperfections.bumps)
+        model = self.model(friction, added_base_mass, imperfections.bumps, ground)
         for name in ("joint_friction", "joint_damping", "rotor_armature"):
             if not (math.isfinite(getattr(imperfections, name)) and getattr(imperfections, name) >= 0):
                 raise ValueError(f"{name} must be >= 0, got {getattr(imperfections, name)}")
@@ -267,14 +300,19 @@ class Player(Contract):
         lower = np.clip(self.saturation_torque * (-1.0 - ratio), -self.torque_limit, 0.0)
         return np.clip(raw, strength * lower, strength * upper)
 
-    def _fallen(self, data: mujoco.MjData) -> bool:
-        """The task's termination: base low, tilted, a knee at the ground, or a diverged simulation."""
+    def _fallen(self, data: mujoco.MjData, ground: Ground | None = None) -> bool:
+        """The task's termination: base low, tilted, a knee at the ground, or a diverged
+        simulation; heights above the ground under the base and each knee."""
         limits = self.termination
         diverged = data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0 or not np.all(np.isfinite(data.qvel))
+        if diverged:
+            return True
         tilted = to_body(data, GRAVITY)[2] > -math.cos(math.radians(limits["max_tilt_deg"]))
-        low = data.qpos[2] < limits["min_base_height"]
-        knee_down = bool(np.any(data.xpos[self.knee_bodies, 2] < limits["min_knee_height"]))
-        return bool(diverged or tilted or low or knee_down)
+        points = np.vstack([data.qpos[None, 0:3], data.xpos[self.knee_bodies]])
+        heights = points[:, 2] - (ground.height(points[:, :2]) if ground is not None else 0.0)
+        low = heights[0] < limits["min_base_height"]
+        knee_down = bool(np.any(heights[1:] < limits["min_knee_height"]))
+        return bool(tilted or low or knee_down)
 
 
 def _numbers(values: Sequence[float], size: int, what: str) -> tuple[float, ...]:

@@ -2,8 +2,8 @@
 
 Two kinds of terrain share one interface (``Terrain``):
 
-- height fields z = h(x, y): flat ground, ``RollingHills``, an inclined ``Slope`` and
-  ``RoughGround``. Their distance is the vertical gap times the normal's z component,
+- height fields z = h(x, y): flat ground, ``RollingHills``, an inclined ``Slope``, a ``Ramp``
+  between level ground and ``RoughGround``. Their distance is the vertical gap times the normal's z component,
   (z - h) n_z with n ∝ (-∇h, 1): the distance to the tangent plane under the point, exact for
   a plane and to first order for gently curved ground;
 - ``Boxes`` on flat ground (a ``stairs`` is one): the exact distance to the union of the ground
@@ -78,6 +78,12 @@ class RollingHills(HeightField):
     height: float
     wavelength: float = 1.3  # m
 
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.height) and self.height >= 0):
+            raise ValueError(f"hills need a height >= 0 m (0: flat), got {self.height}")
+        if not (math.isfinite(self.wavelength) and self.wavelength > 0):
+            raise ValueError(f"hills need a wavelength > 0 m, got {self.wavelength}")
+
     def __call__(self, xy: jax.Array) -> jax.Array:
         out = jnp.zeros(xy.shape[:-1], xy.dtype)
         for degrees, relative_wavelength in HILL_WAVES:
@@ -109,6 +115,27 @@ class Slope(HeightField):
     def __call__(self, xy: jax.Array) -> jax.Array:
         gx, gy = self.gradient
         return gx * xy[..., 0] + gy * xy[..., 1]
+
+
+@dataclass(frozen=True)
+class Ramp(HeightField):
+    """Level ground, then a slope of ``degrees`` along +x from x = ``start`` over ``length`` m
+    (horizontally), then level again: a slope to climb (or, with a negative angle, to descend)
+    from level ground and to leave at its top (bottom)."""
+
+    degrees: float
+    start: float = 1.0  # m
+    length: float = 3.0  # m
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.degrees) and abs(self.degrees) < 90.0):
+            raise ValueError(f"a ramp's angle must be finite and less than 90 degrees either way, got {self.degrees}")
+        if not (math.isfinite(self.start) and math.isfinite(self.length) and self.length > 0):
+            raise ValueError(f"a ramp needs a finite start and a length > 0 m, got start {self.start}, length {self.length}")
+
+    def __call__(self, xy: jax.Array) -> jax.Array:
+        rise = math.tan(math.radians(self.degrees))
+        return rise * jnp.clip(xy[..., 0] - self.start, 0.0, self.length)
 
 
 ROUGH_WAVES = 16
@@ -266,13 +293,14 @@ def contact_frame(normal: jax.Array) -> jax.Array:
 
 
 TERRAINS: dict[str, Callable[..., Terrain]] = {
-    "flat": Flat, "hills": RollingHills, "slope": Slope, "stairs": stairs, "rough": RoughGround,
+    "flat": Flat, "hills": RollingHills, "slope": Slope, "ramp": Ramp, "stairs": stairs, "rough": RoughGround,
 }  # fmt: skip
 
 
 def parse_terrain(text: str) -> Terrain:
     """A terrain from ``KIND`` or ``KIND:NAME=VALUE,...`` with the parameters of ``TERRAINS[KIND]``,
-    e.g. ``flat``, ``hills:height=0.08``, ``slope:degrees=25,heading=90``, ``stairs:rise=0.15,steps=5``,
+    e.g. ``flat``, ``hills:height=0.08``, ``slope:degrees=25,heading=90``, ``ramp:degrees=-10,length=2``,
+    ``stairs:rise=0.15,steps=5``,
     ``rough:height=0.05,seed=3``."""
     kind, _, arguments = text.strip().partition(":")
     if kind not in TERRAINS:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from smoothloco.robot import DEFAULT_ROBOT, check_robot_name, load_robot
 from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
+from smoothloco.sim.terrain import Terrain, parse_terrain
 from smoothloco.validation import require_finite, setting, with_settings
 
 Range = tuple[float, float]
@@ -285,13 +286,14 @@ class VelocityTaskConfig:
         "limit the torque by the robot's DC-motor torque-speed envelope where its spec states one (less torque the "
         "faster a joint turns) instead of a flat torque limit",
     )
-    # m from trough to crest of smooth rolling hills to train on (sim.terrain.RollingHills); 0 =
-    # flat. Base height (reward, termination) is then measured above the ground under the base.
-    # Trained on friction down to 0.2 on flat ground, the policy fell in 11 % of MuJoCo's 5 cm
-    # bumps, on these hills in none (docs/results.md).
-    hills_height: float = setting(0.08, "height of the rolling hills to train on, trough to crest, m (0 = flat ground)")
-    hills_wavelength: float = setting(
-        1.3, "length of the hills' middle wave, m (the other two are 0.69 and 1.31 times it)"
+    # The ground to train on (sim.terrain.parse_terrain). Base height (reward, termination) is
+    # measured above the ground under the base. Trained on friction down to 0.2 on flat ground,
+    # the policy fell in 11 % of MuJoCo's 5 cm bumps, on the default 8 cm hills in none
+    # (docs/results.md).
+    terrain: str = setting(
+        "hills:height=0.08",
+        "ground to train on: KIND or KIND:NAME=VALUE,... with KIND flat, hills, slope, ramp, stairs or rough (e.g. "
+        "flat, hills:height=0.08,wavelength=1.3, slope:degrees=25, stairs:rise=0.15,run=0.3, rough:height=0.05)",
     )
     control_dt: float = setting(0.02, "control period in seconds (a whole number of simulation steps)")
     action_scale: float = setting(0.5, "radians of joint-target offset per unit action")
@@ -376,10 +378,10 @@ class VelocityTaskConfig:
             raise ValueError(f"velocity_error_window must be >= 0 s (0: not observed), got {self.velocity_error_window}")
         if isinstance(self.obs_history, bool) or not (isinstance(self.obs_history, int) and self.obs_history >= 1):
             raise ValueError(f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}")
-        if not self.hills_height >= 0:
-            raise ValueError(f"hills_height must be >= 0 m (0 = flat ground), got {self.hills_height}")
-        if not self.hills_wavelength > 0:
-            raise ValueError(f"hills_wavelength must be > 0 m, got {self.hills_wavelength}")
+        try:
+            self.ground
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"task.terrain: {exc}") from None
         for name in ("action_scale", "obs_noise", "tracking_sigma", "max_tilt_deg", "soft_stiffness", "soft_damping"):
             if getattr(self, name) < 0 or (name != "obs_noise" and getattr(self, name) == 0):
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -404,6 +406,11 @@ class VelocityTaskConfig:
         return self.velocity_trim.rate > 0 and self.velocity_error_window > 0 and self.observe_base_lin_vel
 
     @property
+    def ground(self) -> Terrain:
+        """The terrain of ``terrain``."""
+        return parse_terrain(self.terrain)
+
+    @property
     def substeps(self) -> int:
         return round(self.control_dt / self.sim_dt)
 
@@ -414,7 +421,7 @@ class VelocityTaskConfig:
         velocity trim's loop closed as the deployed controller closes it; ``changes`` replace
         further fields."""
         quiet = dict(
-            hills_height=0.0,
+            terrain="flat",
             pushes=PushConfig(enabled=False),
             randomization=RandomizationConfig(enabled=False),
             obs_noise=0.0,

@@ -30,7 +30,7 @@ from smoothloco.tasks.controller import (
 )
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
-HILLS_SPAWN = 5.0  # m; on hills, each episode starts at a random (x, y) within ±this
+TERRAIN_SPAWN = 5.0  # m; off flat ground, each episode starts at a random (x, y) within ±this
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
 
@@ -46,8 +46,7 @@ class VelocityTask(Env):
         contact = ContactConfig(
             self.config.contact, soft_stiffness=self.config.soft_stiffness, soft_damping=self.config.soft_damping
         )
-        hills = self.config.hills_height > 0
-        ground = terrain.RollingHills(self.config.hills_height, self.config.hills_wavelength) if hills else terrain.flat
+        ground = self.config.ground
         envelope = self.config.motor_envelope and self.robot.velocity_limit is not None
         self.sys: Sim = make_sim(self.robot, contact, dt=self.config.sim_dt, terrain=ground, motor_envelope=envelope)
         self._nominal_base_mass = float(self.robot.mj_model().body_mass[1])
@@ -59,6 +58,9 @@ class VelocityTask(Env):
         self._obs_noise = jnp.asarray(controller.per_entry(measured, 3), jnp.float32)
         self._measured_size = sum(size for _, size, *_ in measured)
         self._phase_shifts = jnp.asarray(gait.leg_phase_shifts(self.robot), jnp.float32)
+        # the base and the feet, (x, y) in the base frame at the default pose: a spawn stands
+        # clear of the highest ground under any of them
+        self._footprint = jnp.asarray(np.vstack([[0.0, 0.0], self.robot.foot_positions()[:, :2]]), jnp.float32)
 
     # -- Brax Env interface -------------------------------------------------------------
     @property
@@ -85,9 +87,9 @@ class VelocityTask(Env):
         rng, pose_key, command_key, push_key, phase_key = jax.random.split(rng, 5)
         q = jnp.asarray(self.robot.init_qpos(), jnp.float32)
         q = q.at[7:].add(jax.random.uniform(pose_key, (12,), minval=-0.05, maxval=0.05))
-        if self.config.hills_height > 0:  # start anywhere on the hills, at the standing height above them
-            xy = jax.random.uniform(jax.random.fold_in(rng, 2), (2,), minval=-HILLS_SPAWN, maxval=HILLS_SPAWN)
-            q = q.at[:2].set(xy).at[2].add(self.sys.terrain(xy))
+        if self.sys.terrain != terrain.flat:  # start anywhere, at the standing height above the ground
+            xy = jax.random.uniform(jax.random.fold_in(rng, 2), (2,), minval=-TERRAIN_SPAWN, maxval=TERRAIN_SPAWN)
+            q = q.at[:2].set(xy).at[2].add(self._spawn_height(xy))
         physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
         command, command_countdown = self._sample_command(command_key)
         phase = jax.random.uniform(phase_key) if self.config.gait.frequency > 0 else 0.0
@@ -281,6 +283,11 @@ class VelocityTask(Env):
             swing_height=self.config.gait.swing_height,
         )
         return inputs, jnp.where(in_contact, 0.0, air_time)
+
+    def _spawn_height(self, xy: jax.Array) -> jax.Array:
+        """The highest ground under the base and the feet of a robot standing unturned at ``xy``:
+        on a slope or a step no foot starts inside the ground (the robot drops onto it instead)."""
+        return jnp.max(self.sys.terrain(xy + self._footprint))
 
     def _base_height(self, physics: SimState) -> jax.Array:
         """Height of the base above the ground under it."""

@@ -150,6 +150,7 @@ class TrainConfig:
         # before the recovery steps stood at a zero command whatever their speed.
         if isinstance(task["gait"], Mapping):
             task["gait"] = {"hide_clock_when_standing": False, "recovery_speed": 0.0, **task["gait"]}
+        task["terrain"] = _terrain_of(task)
         shac = dict(saved["shac"])
         schedule = shac.pop("sharpness_schedule", ())
         if "sharpness" in task:
@@ -157,6 +158,18 @@ class TrainConfig:
         # Runs from before PPO existed have no "algo" and "ppo". The reward weights are the
         # run's own: a term it does not list was not part of its reward.
         return with_settings(cls(), {**saved, "task": task, "shac": shac}, "", merge=False)
+
+
+def _terrain_of(task: dict) -> object:
+    """``task.terrain`` of a saved run's task table, whose keys it removes. Runs from before the
+    setting named their ground by ``hills_height`` and ``hills_wavelength`` (0: flat); runs from
+    before the hills trained on flat ground."""
+    height, wavelength = task.pop("hills_height", None), task.pop("hills_wavelength", 1.3)
+    if "terrain" in task:
+        return task["terrain"]
+    if height is None or height == 0:
+        return "flat"
+    return f"hills:height={height},wavelength={wavelength}"
 
 
 def _sharpness_of(task_sharpness: object, schedule: object, algo: object) -> object:
