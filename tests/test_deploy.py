@@ -3,6 +3,7 @@ refuses a contract it cannot honour, the documented loop is the one that runs, a
 
 import inspect
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -253,6 +254,23 @@ def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edi
     (folder / "policy.json").write_text(json.dumps(contract))
     with pytest.raises(PolicyContractError, match=message):
         Player(folder)
+
+
+@pytest.mark.parametrize("sim_dt, bench_dt", [(0.0025, 0.0025), (0.005, 0.005), (0.01, 0.005), (0.02, 0.005)])
+def test_the_bench_never_steps_coarser_than_5_ms(run_dir: Path, tmp_path: Path, sim_dt: float, bench_dt: float):
+    """A policy trained at a coarse step is judged on the same fine MuJoCo physics, its PD
+    applied at every bench step as a real drive's; a finer training step is kept."""
+    folder = _copy_export(run_dir, tmp_path / "export")
+    contract = json.loads((folder / "policy.json").read_text())
+    contract["timing"]["sim_dt"] = sim_dt
+    (folder / "policy.json").write_text(json.dumps(contract))
+    player = Player(folder)
+    assert player.bench_dt == pytest.approx(bench_dt) and player.bench_steps == round(0.02 / bench_dt)
+    assert player.mj_model.opt.timestep == pytest.approx(bench_dt)
+    assert player.model(bumps=0.02).opt.timestep == pytest.approx(bench_dt)
+    times = []
+    player.run(seconds=0.06, frame_callback=lambda m, d, c: times.append(d.time))
+    assert times[:2] == pytest.approx([0.0, math.ceil(1 / 30 / bench_dt) * bench_dt])  # MuJoCo's clock, step by step
 
 
 def test_player_refuses_a_garbled_graph(run_dir: Path, tmp_path: Path):

@@ -3,8 +3,11 @@
 control rate (``recording``). Imports only numpy, mujoco, onnxruntime and its own folder.
 
 At every control period (``timing.control_dt``) the bench reads the sensors from the MuJoCo state
-and calls the controller graph; at every simulation step (``timing.sim_dt``) it applies PD torques
-``kp (target - q) - kd q̇`` clipped at the torque limit. Torques enter as generalized joint
+and calls the controller graph; at every bench step it applies PD torques ``kp (target - q) - kd q̇``
+clipped at the torque limit. The bench steps at the training step (``timing.sim_dt``) or, where
+that is coarser than ``MAX_BENCH_DT``, at the largest whole fraction of the control period within
+it: a real drive runs its PD far faster than any training step, so a policy trained at a coarse
+step is judged on the same fine physics as one trained at a fine step. Torques enter as generalized joint
 forces (``qfrc_applied``), so no actuator setting of ``robot.xml`` (gear, control range) stands
 between the contract's torque limit and the joint.
 
@@ -13,8 +16,8 @@ Contact is MuJoCo's own, with the full collision geometry of ``robot.xml``, made
 - ``opt.cone = mjCONE_ELLIPTIC``: the Coulomb cone itself, not its pyramid approximation.
 - ``opt.impratio = 100``: ratio of friction to normal constraint impedance, so a sticking foot
   does not creep (MuJoCo's advice with elliptic cones).
-- ``solref = (2 * sim_dt, 1)``: critically damped with the shortest time constant MuJoCo keeps
-  stable at step ``sim_dt`` (its documentation asks for at least two steps); 10 ms at 5 ms.
+- ``solref = (2 * bench_dt, 1)``: critically damped with the shortest time constant MuJoCo keeps
+  stable at the bench step (its documentation asks for at least two steps); 10 ms at 5 ms.
 - ``solimp = (0.99, 0.999, 0.001, 0.5, 2)``: impedance close to 1 (little constraint softness)
   reached within 1 mm of penetration.
 
@@ -48,6 +51,7 @@ FRAME_RATE = 30.0  # Hz, calls of ``frame_callback`` (video)
 # BUMP_CELL m over ±BUMP_HALF_SIZE m (a walk of 10 s at 1 m/s stays on it)
 BUMP_PERIOD, BUMP_CELL, BUMP_HALF_SIZE = 1.0, 0.02, 12.0
 SOLREF_STEPS = 2.0  # contact time constant in simulation steps
+MAX_BENCH_DT = 0.005  # s, the coarsest step the bench takes (the default training step)
 SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 IMPRATIO = 100.0
 
@@ -118,7 +122,9 @@ class Player(Contract):
 
     def __init__(self, export_dir: str | Path):
         super().__init__(export_dir)
-        stiff_contact(self.mj_model, self.sim_dt)
+        self.bench_steps = max(self.substeps, math.ceil(self.control_dt / MAX_BENCH_DT - 1e-9))
+        self.bench_dt = self.control_dt / self.bench_steps
+        stiff_contact(self.mj_model, self.bench_dt)
         self._bumpy_models: dict[float, mujoco.MjModel] = {}
         self.controller = Controller(self)
         # the base and the feet, (x, y) relative to the base at the start: a start on other
@@ -151,7 +157,7 @@ class Player(Contract):
             model = copy.copy(ground.model)
             if model.nq != self.mj_model.nq or model.ngeom < self.mj_model.ngeom:
                 raise ValueError("the ground's model must be the robot's own with the ground's geoms added")
-            stiff_contact(model, self.sim_dt)
+            stiff_contact(model, self.bench_dt)
         else:
             model = copy.copy(self._bumpy_model(bumps) if bumps else self.mj_model)
         if friction is not None:
@@ -180,7 +186,7 @@ class Player(Contract):
             model = spec.compile()
             if not planes or model.ngeom != self.mj_model.ngeom:
                 raise PolicyContractError("bumps: the robot model needs exactly its floor plane in the world body")
-            stiff_contact(model, self.sim_dt)
+            stiff_contact(model, self.bench_dt)
             self._bumpy_models[height] = model
         return self._bumpy_models[height]
 
@@ -214,7 +220,7 @@ class Player(Contract):
         if unknown:
             raise ValueError(f"sensor_noise names {unknown}; the controller reads {self.controller.sensors}")
         rng = np.random.default_rng(imperfections.seed)
-        delay_steps = round(imperfections.action_delay / self.sim_dt)
+        delay_steps = round(imperfections.action_delay / self.bench_dt)
         data = mujoco.MjData(model)
         data.qpos[:] = self.initial_qpos(ground)
         steps = max(1, round(seconds / self.control_dt))
@@ -249,7 +255,7 @@ class Player(Contract):
             fallen = fallen or self._fallen(data, ground)
             applied = in_flight[0] if delay_steps else target
             record(traj, k, self, model, data, self._torque(data, applied, strength, envelope), fallen)
-            for substep in range(self.substeps):
+            for substep in range(self.bench_steps):
                 if substep:
                     mujoco.mj_step1(model, data)
                 if delay_steps:
@@ -263,7 +269,7 @@ class Player(Contract):
                 mujoco.mj_step2(model, data)
                 # The motors' mechanical power, averaged over the control period (the simulator's
                 # StepInfo.power): Euler moves the joints by the new velocity, so this is their work / dt.
-                traj["power"][k] += np.sum(np.abs(torque * data.qvel[self.dof_ids])) / self.substeps
+                traj["power"][k] += np.sum(np.abs(torque * data.qvel[self.dof_ids])) / self.bench_steps
         return traj
 
     def _perturbed_model(
@@ -334,7 +340,7 @@ def command_schedule(commands: Sequence[Command], times: np.ndarray) -> np.ndarr
 
 class SimulatedRobot:
     """The bench's MuJoCo model as a ``loop.Robot``: sensors read from the state, the drives' PD
-    stepped at ``timing.sim_dt`` (nominal: no imperfection)."""
+    stepped at the bench step (nominal: no imperfection)."""
 
     def __init__(self, player: Player):
         self.player, self.model = player, player.model()
@@ -346,7 +352,7 @@ class SimulatedRobot:
         return read_sensors(self.player, self.data)
 
     def drive(self, targets: np.ndarray, seconds: float) -> None:
-        for _ in range(round(seconds / self.player.sim_dt)):
+        for _ in range(round(seconds / self.player.bench_dt)):
             torque = self.player._torque(self.data, targets, 1.0, self.player.trained_with_envelope)
             self.data.qfrc_applied[self.player.dof_ids] = torque
             mujoco.mj_step(self.model, self.data)
