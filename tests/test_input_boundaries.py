@@ -23,7 +23,7 @@ from smoothloco.robot_side.testbench import Player, PolicyContractError
 from smoothloco.tasks import VelocityTaskConfig
 from smoothloco.train.checkpoint import CHECKPOINT_NAME
 from smoothloco.train.run_folder import SUMMARY_NAME
-from smoothloco.train.runs import TrainConfig
+from smoothloco.train.runs import TrainConfig, check_same_settings
 from smoothloco.train.shac import SHACConfig
 
 MAX_LINE = 1000  # characters of a refusal: one line, whatever the input's size
@@ -312,6 +312,20 @@ def test_compare_refuses_a_changed_run_before_touching_it(tmp_path: Path, monkey
     with pytest.raises(ValueError, match="ppo.learning_rate 0.01 there"):
         compare.default_trainer(config)
     assert (run_dir / CHECKPOINT_NAME).read_bytes() == b"checkpoint"
+
+
+def test_a_run_of_the_same_ground_written_another_way_is_the_same_run(tmp_path: Path):
+    """A run saved before the terrain setting (hills_height, hills_wavelength) is the same run as
+    one asked for with the default's short form; a different ground is refused by name."""
+    config = compare.run_configs(QUICK, 0, tmp_path)["shac"]
+    run_dir = Path(config.run.out)
+    run_dir.mkdir(parents=True)
+    saved = config.to_dict()
+    saved["task"]["terrain"] = "hills:height=0.08,wavelength=1.3"
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    check_same_settings(run_dir, replace(config, task=replace(config.task, terrain="hills:height=0.08")))
+    with pytest.raises(ValueError, match="task.terrain 'hills:height=0.08,wavelength=1.3' there, 'hills:height=0.1' asked"):
+        check_same_settings(run_dir, replace(config, task=replace(config.task, terrain="hills:height=0.1")))
 
 
 def test_a_study_resumed_with_another_budget_is_refused(tmp_path: Path, capsys, monkeypatch):

@@ -205,6 +205,8 @@ def check_same_settings(run_dir: Path, config: TrainConfig) -> None:
     have been moved), or when its ``config.json`` is not a readable run configuration."""
     saved = read_config(run_dir / CONFIG_NAME)
     here = replace(saved, run=replace(saved.run, out=config.run.out)).to_dict()
+    if saved.task.ground == config.task.ground:  # one ground written two ways (a default spelled out)
+        here["task"]["terrain"] = config.task.terrain
     differences = _differences(here, config.to_dict())
     if differences:
         key, there, asked = differences[0]
