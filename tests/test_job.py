@@ -44,6 +44,7 @@ def _run_job(out: Path, *extra: str, timeout: float = 240) -> list[subprocess.Co
     return [subprocess.CompletedProcess(p.args, p.returncode, out) for p, out in zip(procs, outputs)]
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_one_process_parameters(tmp_path: Path):
     import job_worker  # late import: its module is also the workers' script
 

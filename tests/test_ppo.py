@@ -15,6 +15,7 @@ from smoothloco.train.shac import make_env
 N, STEPS, EPISODE = 4, 30, 1000
 
 
+@pytest.mark.slow
 def test_ppo_and_shac_see_the_same_observations_rewards_and_dones():
     # Pushes, command changes, sensor noise and randomization all happen within the window.
     task = VelocityTask(

@@ -142,6 +142,7 @@ def test_train_refuses_an_unknown_robot_in_one_line(capsys):
     assert "robot 'spot' is neither a bundled robot (anymal_c, go2) nor an existing .toml spec file" in err
 
 
+@pytest.mark.slow
 def test_robot_check_passes_go2_and_measures_its_standing_height(tmp_path: Path, capsys):
     assert main(["robot", "go2", "--json", str(tmp_path / "check.json")]) == 0
     report = json.loads((tmp_path / "check.json").read_text())
@@ -152,6 +153,7 @@ def test_robot_check_passes_go2_and_measures_its_standing_height(tmp_path: Path,
     assert "ok: ready to train" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_robot_check_fails_a_robot_too_weak_to_stand():
     weak = replace(load_robot("go2"), kp=2.0, kd=0.1)  # 2 N·m/rad cannot hold 15 kg up
     report = check_robot(weak)

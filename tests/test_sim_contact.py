@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.test_util import check_grads
 
 from smoothloco.sim.contact import _fixed_point_map, _unweighted_impulses, gauss_seidel
@@ -35,6 +36,7 @@ def test_converged_solution_is_a_fixed_point_with_sticking_and_sliding_feet():
         np.testing.assert_allclose(tangential[2:], FRICTION * normal[2:], rtol=1e-9)  # sliding
 
 
+@pytest.mark.slow
 def test_implicit_derivatives_match_finite_differences():
     """Forward and reverse mode, with respect to every input, against central differences of
     the converged solver (the problem is away from stick-slip switches)."""

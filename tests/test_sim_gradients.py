@@ -18,6 +18,7 @@ def _window_loss(sim, start, pose, sharpness):
     return loss
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["hard", "smooth", "soft"])
 def test_gradient_through_32_steps_is_finite(model):
     robot = anymal_c()
@@ -31,6 +32,7 @@ def test_gradient_through_32_steps_is_finite(model):
     assert float(jnp.linalg.norm(grad)) > 0.0
 
 
+@pytest.mark.slow
 def test_smooth_gradient_matches_central_differences():
     """float64, feet in smooth contact: d(loss)/d(theta) for a shared target offset theta."""
     with jax.enable_x64(True):
@@ -56,6 +58,7 @@ def _value_and_gradient(sim, start, pose, offsets):
     return jax.value_and_grad(_window_loss(sim, start, pose, 200.0))(offsets)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("joint_defaults", ['damping="0.1" frictionloss="0.2"', 'frictionloss="1"'])
 def test_gradient_through_joint_damping_and_friction_loss_matches_central_differences(tmp_path, joint_defaults):
     """A Go2 with MuJoCo Menagerie's joint damping and friction loss, then five times the friction
@@ -80,6 +83,7 @@ def test_gradient_through_joint_damping_and_friction_loss_matches_central_differ
     assert norm < 100.0
 
 
+@pytest.mark.slow
 def test_foot_just_above_ground_hard_is_blind_smooth_is_informative():
     """A sled whose feet hover 5 mm above the ground. How does its vertical velocity after one
     step depend on its height? Hard contact: not at all (no contact yet), so a gradient-based

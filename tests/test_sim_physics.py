@@ -137,6 +137,7 @@ def test_dropped_sled_does_not_bounce(model):
     assert np.asarray(info.gap[-1]).min() > -0.01
 
 
+@pytest.mark.slow
 def test_smooth_approaches_hard_as_sharpness_grows():
     robot = anymal_c()
     steps = 200

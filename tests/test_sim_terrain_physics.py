@@ -132,6 +132,7 @@ def test_ball_dropped_on_a_step_edge_is_pushed_off_it_as_in_mujoco():
         np.testing.assert_allclose(qs[-1, [0, 2]], qs_mj[-1, [0, 2]], atol=0.01)
 
 
+@pytest.mark.slow
 def test_ball_rolling_into_a_riser_is_stopped_by_it_and_climbs_it_as_in_mujoco():
     """A ball rolling at 1 m/s into a 15 cm riser stops against it, in ours as in MuJoCo; still
     spinning, it climbs some cm up the riser on friction and falls back, as MuJoCo's does. The
@@ -150,7 +151,7 @@ def test_ball_rolling_into_a_riser_is_stopped_by_it_and_climbs_it_as_in_mujoco()
     assert -RADIUS - 0.001 < qs_mj[:, 0].max() < -RADIUS + 0.005 and qs_mj[:, 2].max() < 0.15
 
 
-@pytest.mark.parametrize("offset", [0.01, -0.01, -0.03])
+@pytest.mark.parametrize("offset", [pytest.param(0.01, marks=pytest.mark.slow), pytest.param(-0.01, marks=pytest.mark.slow), -0.03])
 def test_smooth_gradient_at_a_step_edge_matches_central_differences(offset):
     """float64, smooth contact: a ball resting on a step's nose with its centre ``offset`` m from
     the edge (on the tread, just beyond the edge, and far beyond it, where the contact normal is
@@ -176,11 +177,9 @@ def test_smooth_gradient_at_a_step_edge_matches_central_differences(offset):
     assert abs(analytic - numeric) < 1e-4 * abs(numeric)
 
 
-# The default blend in smooth contact runs by default; the other cells compile the robot again each.
-@pytest.mark.parametrize(
-    ("model", "blend"),
-    [("smooth", 0.01), *(pytest.param(m, b, marks=pytest.mark.slow) for m, b in [("hard", 0.01), ("hard", 0.0), ("smooth", 0.0)])],
-)
+# Slow: each cell compiles the robot's gradient through the stairs again (half a minute each).
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "blend"), [("smooth", 0.01), ("hard", 0.01), ("hard", 0.0), ("smooth", 0.0)])
 def test_quadruped_sliding_into_stairs_is_stopped_by_the_riser_with_a_gradient(model, blend):
     """ANYmal holding its standing pose slides at 1 m/s into a staircase's first 15 cm riser, 1 cm
     ahead of its front feet: the front feet stop against the riser instead of passing through or
@@ -219,6 +218,7 @@ def test_quadruped_sliding_into_stairs_is_stopped_by_the_riser_with_a_gradient(m
     assert np.all(np.isfinite(gradient)) and np.abs(gradient).max() > 0.0
 
 
+@pytest.mark.slow
 def test_smooth_gradient_in_a_riser_corner_matches_central_differences():
     """float64, smooth contact: a ball on the ground rolls at 0.3 m/s into the foot of a riser,
     where the blended distance rounds the corner, 40 steps of 2 ms; d(final state)/d(initial x)

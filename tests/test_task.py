@@ -33,11 +33,9 @@ def _rollout(env, state, actions):
     return jax.lax.scan(body, state, actions)
 
 
-# The default contact runs in the default suite; hard and soft (a minute of compilation each)
-# are slow: their physics is checked by the sim tests, their task use by the study.
-@pytest.mark.parametrize(
-    "contact", [pytest.param("hard", marks=pytest.mark.slow), "smooth", pytest.param("soft", marks=pytest.mark.slow)]
-)
+# Slow: each contact model compiles the whole task again (about half a minute each).
+@pytest.mark.slow
+@pytest.mark.parametrize("contact", ["hard", "smooth", "soft"])
 def test_random_actions_stay_finite(contact):
     # The explicit soft penalty needs a smaller step than the impulse models (docs/design.md).
     task = VelocityTask(VelocityTaskConfig(contact=contact, sim_dt=0.0025 if contact == "soft" else 0.005))
@@ -101,6 +99,7 @@ def test_without_the_generator_actions_are_the_joint_targets():
     assert float(np.max(walking[:, 0] * walking[:, 1])) == 0.0
 
 
+@pytest.mark.slow
 def test_a_pushed_robot_at_a_zero_command_steps_only_with_a_recovery_speed():
     """At a zero command the robot stands; with gait.recovery_speed a base moving faster than it
     brings the gait back (clock shown, swing targets, no standing-pose penalty)."""
@@ -148,6 +147,7 @@ def test_action_delay_holds_the_previous_targets(delay, lagged):
     assert np.allclose(after.info["joint_target"], task._default_pose + task.config.action_scale * kick)
 
 
+@pytest.mark.slow
 def test_rotor_armature_is_randomized_per_environment_and_slows_the_joints():
     task = VelocityTask(VelocityTaskConfig(**QUIET))
     keys = jax.random.split(jax.random.PRNGKey(0), 8)
@@ -170,6 +170,7 @@ def test_rotor_armature_is_randomized_per_environment_and_slows_the_joints():
     assert speed(heavy) < 0.8 * speed(light)
 
 
+@pytest.mark.slow
 def test_joint_friction_is_randomized_per_environment_and_resists_motion():
     task = VelocityTask(VelocityTaskConfig(**QUIET))
     keys = jax.random.split(jax.random.PRNGKey(0), 8)
@@ -216,6 +217,7 @@ def test_hard_corner_environments_get_every_range_at_its_harder_end():
     assert float(np.ptp(np.asarray(sims.tree.body_ipos[hard, 1, 0]))) > 0.01
 
 
+@pytest.mark.slow
 def test_the_task_stands_on_rolling_hills_measuring_height_above_them():
     from smoothloco.sim.terrain import RollingHills
 
@@ -327,6 +329,7 @@ def test_pushes_and_command_changes_happen_on_schedule():
     assert len({tuple(np.round(c, 5)) for c in np.asarray(command)}) == 5
 
 
+@pytest.mark.slow
 def test_termination_and_truncation():
     tipped = VelocityTask(VelocityTaskConfig(min_base_height=0.7, **QUIET))  # standing counts as fallen
     state = jax.jit(tipped.step)(tipped.reset(jax.random.PRNGKey(0)), jnp.zeros(12))
@@ -342,6 +345,7 @@ def test_termination_and_truncation():
     assert flags[:4] == [(0.0, 0.0)] * 4 and flags[4] == (1.0, 1.0)  # time limit is a truncation
 
 
+@pytest.mark.slow
 def test_resets_cut_the_gradient_steps_do_not():
     task = VelocityTask(VelocityTaskConfig(**QUIET))
     state = task.reset(jax.random.PRNGKey(0))
@@ -394,6 +398,7 @@ def test_soft_contact_stiffness_comes_from_the_task_config():
         VelocityTaskConfig(soft_stiffness=0.0)
 
 
+@pytest.mark.slow
 def test_observation_without_base_velocity_drops_the_terms_that_need_it_alone():
     full = VelocityTask(VelocityTaskConfig(**QUIET))
     blind = VelocityTask(VelocityTaskConfig(observe_base_lin_vel=False, gait=GaitConfig(recovery_speed=0.0), **QUIET))
@@ -406,6 +411,7 @@ def test_observation_without_base_velocity_drops_the_terms_that_need_it_alone():
     np.testing.assert_allclose(seen[1], seen[0][3 : average.start], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_average_velocity_error_follows_command_minus_measured():
     window = 0.5
     task = VelocityTask(VelocityTaskConfig(velocity_error_window=window, obs_noise=0.0, commands=CommandConfig(zero_probability=0.0), **QUIET))
@@ -498,6 +504,7 @@ def test_a_ramping_jittering_command_keeps_the_trim_working():
     assert trims[0.0] == 0.0 < 0.05 < trims[0.1]
 
 
+@pytest.mark.slow
 def test_the_observed_command_carries_the_trim_where_the_loop_is_closed():
     """Training (the default) leaves the loop open; the evaluations' task closes it."""
     command = jnp.array([0.3, 0.0, 0.0])
@@ -518,6 +525,7 @@ def test_the_observed_command_carries_the_trim_where_the_loop_is_closed():
         assert not VelocityTaskConfig(**off).trims_command
 
 
+@pytest.mark.slow
 def test_observation_history_stacks_the_last_frames_newest_first():
     task = VelocityTask(VelocityTaskConfig(obs_history=3, **QUIET))
     n = VelocityTask(VelocityTaskConfig(**QUIET)).observation_size

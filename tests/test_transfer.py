@@ -71,6 +71,7 @@ def test_unknown_simulator_is_refused(tmp_path: Path):
         evaluate_run(tmp_path, "bullet")
 
 
+@pytest.mark.slow
 def test_our_rollout_applies_pushes_friction_and_mass(tmp_path: Path):
     shac = SHACConfig(num_envs=2, horizon=2, critic_minibatches=1, actor_hidden=(8,))
     write_untrained_run(tmp_path / "run", shac)
@@ -95,6 +96,7 @@ def test_eval_command_line_reports_a_folder_that_is_not_a_run(tmp_path: Path, ca
     assert args.func(args) == 2 and "not a run folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_export_folder_is_judged_from_its_contract_alone(tmp_path: Path, capsys):
     """Copied away from its run and robot spec, an export carries what its evaluation needs: the
     ranges it trained on (the mismatch corners), its sensors, drives and motors (the robustness
