@@ -95,10 +95,11 @@ def train(config: TrainConfig, resume: bool = False, progress_fn: ProgressFn | N
                 raise ProcessLost(f"{exc}. {_resumable(run_dir, ckpt_path)}") from exc
             finally:
                 log.close()
-        if lead and stopped:
-            print(f"stopped at iteration {log.history[-1]['iteration']}; checkpoint in {ckpt_path}", flush=True)
-        elif lead:
-            write_summary(run_dir, config, log.run_history, evaluation.latest, log.first_iteration_s)
+        if lead:
+            if stopped:
+                print(f"stopped at iteration {log.history[-1]['iteration']}; checkpoint in {ckpt_path}", flush=True)
+            else:
+                write_summary(run_dir, config, log.run_history, evaluation.latest, log.first_iteration_s)
     return make_policy, params, log.run_history
 
 

@@ -49,11 +49,12 @@ def train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool) 
             print(f"resumed {ckpt_path} at iteration {int(to_host(train_state.iteration))}", flush=True)
     update = jax.jit(algo.update, donate_argnums=(1,), out_shardings=(*shardings, replicated()))
 
-    def save() -> None:
-        host = to_host((train_state, env_state))  # every process: it gathers the environments
-        if is_lead():
-            log.sync()  # the rows up to this checkpoint reach the disk before it does
-            checkpoint.save(ckpt_path, host)
+    def save(iteration: int) -> None:
+        with across_processes(f"the checkpoint at iteration {iteration}"):
+            host = to_host((train_state, env_state))  # every process: it gathers the environments
+            if is_lead():
+                log.sync()  # the rows up to this checkpoint reach the disk before it does
+                checkpoint.save(ckpt_path, host)
 
     first = int(to_host(train_state.iteration))
     skipped_before, skipping = int(to_host(train_state.skipped_updates)), 0
@@ -71,11 +72,9 @@ def train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool) 
             row.update(log.evaluate(make_policy, params, progress=metrics["training_progress"]))
         log.record(row, c.iterations)
         if (it + 1) % config.run.checkpoint_every == 0 or done or stop:
-            with across_processes(f"the checkpoint at iteration {it + 1}"):
-                save()
+            save(it + 1)
         if skipping >= config.run.max_skipped_iterations and not done:
-            with across_processes(f"the checkpoint at iteration {it + 1}"):
-                save()  # skipped updates left the parameters finite
+            save(it + 1)  # skipped updates left the parameters finite
             raise TrainingDiverged(
                 f"stopped at iteration {it + 1}: {skipping} iterations in a row skipped their update as non-finite "
                 f"(gradients, parameters or observation statistics; {int(skipped_before)} skipped in all), so the "
