@@ -4,7 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from brax import envs
 from brax.training.agents.ppo import train as brax_ppo
+from fakes import PointMassTracking
 
 from smoothloco.commands import main
 from smoothloco.tasks import CommandConfig, PushConfig, RandomizationConfig, VelocityTask, VelocityTaskConfig
@@ -82,3 +84,30 @@ def test_unknown_algorithm_is_rejected_with_the_accepted_ones(capsys):
 def test_bad_ppo_settings_are_rejected(argv, message, capsys):
     assert main(["train", "--algo", "ppo", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_full_reset_starts_a_whole_new_episode_where_brax_s_keeps_the_task_info():
+    """An episode of 3 steps on the point mass: after the step that ends it, Brax's auto-reset
+    puts back the first velocity and observation but keeps the command; the full reset draws a
+    new command, different in every environment, and restarts the counters. Both keep the step's
+    done and truncation, which PPO learns the last transition from."""
+    task, keys, n = PointMassTracking(), jax.random.split(jax.random.PRNGKey(0), 4), 4
+    full, brax = ppo.wrap_for_training(True)(task, 3, 1), envs.training.wrap(task, 3)
+    push = jnp.ones((n, 2))
+    ends = {}
+    for name, env in (("full", full), ("brax", brax)):
+        state = env.reset(keys)
+        first_command = state.info["command"]
+        for _ in range(3):
+            state = jax.jit(env.step)(state, push)
+        ends[name] = (first_command, state)
+        assert np.all(np.asarray(state.done) == 1) and np.all(np.asarray(state.info["truncation"]) == 1)
+        np.testing.assert_array_equal(np.asarray(state.pipeline_state), 0.0)  # the first velocity, at rest
+        after = jax.jit(env.step)(state, push)
+        assert np.all(np.asarray(after.done) == 0) and np.all(np.asarray(after.info["steps"]) == 1)
+    first, state = ends["brax"]
+    np.testing.assert_array_equal(state.info["command"], first)
+    first, state = ends["full"]
+    command = np.asarray(state.info["command"])
+    assert np.all(np.abs(command - np.asarray(first)) > 1e-6) and len(np.unique(command[:, 0])) == n
+    np.testing.assert_array_equal(np.asarray(state.obs)[:, 2:], command)  # the observation is the new episode's

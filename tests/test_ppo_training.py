@@ -16,11 +16,13 @@ from smoothloco.train.runs import load_run
 
 
 @pytest.mark.slow
-def test_tiny_ppo_run_end_to_end(tmp_path: Path):
+# The full reset inside Brax's loop (its devices, its unrolls), with episodes that end within the run.
+@pytest.mark.parametrize("reset", ["", pytest.param("--ppo.full_reset true --ppo.episode_length 10 ", marks=pytest.mark.slow)])
+def test_tiny_ppo_run_end_to_end(tmp_path: Path, reset: str):
     """Brax's real PPO, 4 iterations of 8 environments: the run folder matches SHAC's and the
     policy read back is tanh of the first 12 outputs of an ELU MLP (what the ONNX export assumes)."""
     out = tmp_path / "ppo"
-    flags = "--ppo.num_envs 8 --ppo.unroll_length 8 --ppo.num_minibatches 2 --ppo.iterations 4 "
+    flags = reset + "--ppo.num_envs 8 --ppo.unroll_length 8 --ppo.num_minibatches 2 --ppo.iterations 4 "
     flags += "--ppo.policy_hidden 16,16 --ppo.value_hidden 16,16 "
     flags += "--run.eval_every 2 --run.eval_seconds 1.2 --run.deploy false"
     assert main(["train", "--algo", "ppo", *flags.split(), "--out", str(out)]) == 0

@@ -11,9 +11,13 @@ reading a PPO checkpoint back is the run's (``runs.load_run``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
+import jax
+import jax.numpy as jnp
+from brax import envs
+from brax.envs.wrappers import training
 from brax.training.agents.ppo import networks as ppo_networks
 from flax import linen
 
@@ -61,6 +65,14 @@ class PPOConfig:
     value_hidden: tuple[int, ...] = setting((128, 64, 32), "hidden layer sizes of the value network")
     episode_length: int = setting(
         1000, "control steps before an episode is cut off (bootstrapped, not a fall); 1000 = 20 s at 50 Hz"
+    )
+    # Brax's auto-reset puts back each environment's first physics state and observation and
+    # keeps the task's info (command, controller memory) of the episode that ended; a full
+    # reset draws a new episode as SHAC's does (a reset of every environment each step).
+    full_reset: bool = setting(
+        False,
+        "start each new episode from a fresh reset (new start, command and controller memory, as SHAC does) instead "
+        "of Brax's auto-reset to the environment's first state",
     )
     seed: int = setting(0, "random seed")
 
@@ -110,3 +122,50 @@ def randomization_fn(task_config: VelocityTaskConfig) -> Callable | None:
     if not task_config.randomization.enabled:
         return None
     return functools.partial(randomize, config=task_config.randomization)
+
+
+class FullResetWrapper(envs.Wrapper):
+    """Brax's ``AutoResetWrapper`` with whole new episodes: where a step ends an episode, the
+    next state is a fresh reset of that environment — physics, observation and the task's info —
+    from a key each environment carries. The step's ``done``, metrics and ``truncation`` stay,
+    so the transition that ended the episode is learned from as Brax's wrapper leaves it."""
+
+    def reset(self, rng: jax.Array) -> envs.State:
+        state = self.env.reset(rng)
+        state.info["reset_key"] = jax.vmap(jax.random.fold_in, in_axes=(0, None))(rng, 1)
+        return state
+
+    def step(self, state: envs.State, action: jax.Array) -> envs.State:
+        if "steps" in state.info:  # the episode counter restarts after an ended episode
+            state.info.update(steps=jnp.where(state.done, jnp.zeros_like(state.info["steps"]), state.info["steps"]))
+        keys = jax.vmap(jax.random.split)(state.info["reset_key"])
+        stepped = self.env.step(state.replace(done=jnp.zeros_like(state.done)), action)
+        fresh = self.env.reset(keys[:, 1])
+        fresh.info.update(reset_key=keys[:, 0], truncation=stepped.info["truncation"])
+        stepped.info["reset_key"] = keys[:, 0]
+
+        def pick(new, old):
+            done = stepped.done.reshape((-1,) + (1,) * (old.ndim - 1))
+            return jnp.where(done > 0, new, old)
+
+        info = jax.tree.map(pick, fresh.info, stepped.info)
+        return stepped.replace(
+            pipeline_state=jax.tree.map(pick, fresh.pipeline_state, stepped.pipeline_state),
+            obs=jax.tree.map(pick, fresh.obs, stepped.obs),
+            info=info,
+        )
+
+
+def wrap_for_training(full_reset: bool) -> Callable | None:
+    """Brax's ``wrap_env_fn``: its own wrapping, with ``FullResetWrapper`` in place of its
+    auto-reset when ``full_reset`` (None: Brax's default wrapping)."""
+    if not full_reset:
+        return None
+
+    def wrap(env, episode_length: int, action_repeat: int, randomization_fn: Callable | None = None) -> envs.Env:
+        env = training.VmapWrapper(env) if randomization_fn is None else training.DomainRandomizationVmapWrapper(
+            env, randomization_fn
+        )
+        return FullResetWrapper(training.EpisodeWrapper(env, episode_length, action_repeat))
+
+    return wrap

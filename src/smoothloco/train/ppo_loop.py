@@ -72,6 +72,7 @@ def train_ppo(config: TrainConfig, log: RunLog, ckpt_path: Path) -> tuple[Callab
             normalize_observations=c.normalize_observations,
             network_factory=ppo.network_factory(c),
             randomization_fn=ppo.randomization_fn(config.task),
+            wrap_env_fn=ppo.wrap_for_training(c.full_reset),
             policy_params_fn=policy_params_fn,
             progress_fn=progress_fn,
             seed=c.seed,
