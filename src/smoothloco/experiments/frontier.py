@@ -29,14 +29,8 @@ import numpy as np
 
 from smoothloco import plotting
 from smoothloco.argtypes import config_value
-from smoothloco.experiments.compare import (
-    WALKING,
-    Trainer,
-    default_trainer,
-    finished_history,
-    first_walking,
-    seed_curves,
-)
+from smoothloco.experiments.compare import Trainer, default_trainer, finished_history
+from smoothloco.experiments.compare_report import WALKING, first_walking, seed_curves
 from smoothloco.train.runs import RunConfig, TrainConfig
 from smoothloco.validation import with_settings
 
