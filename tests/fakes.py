@@ -116,7 +116,9 @@ class PointMassTracking(Env):
 
     def step(self, state: State, action: jax.Array) -> State:
         command = state.info["command"]
-        velocity = state.pipeline_state + self.dt * self.gain * (jnp.clip(action, -1.0, 1.0) * 2.0 - state.pipeline_state)
+        velocity = state.pipeline_state + self.dt * self.gain * (
+            jnp.clip(action, -1.0, 1.0) * 2.0 - state.pipeline_state
+        )
         error = jnp.sum((command - velocity) ** 2)
         reward = jnp.exp(-error / 0.25) - 0.01 * jnp.sum(action**2)
         metrics = {**state.metrics, "tracking_error": jnp.sqrt(error)}
@@ -160,7 +162,9 @@ class FakePlayer:
             "time": t,
             "command": command,
             "base_pos": np.zeros((n, 3)),
-            "base_lin_vel": np.concatenate([command[:, :2] + 10.0 * imperfections.action_delay, np.zeros((n, 1))], axis=1),
+            "base_lin_vel": np.concatenate(
+                [command[:, :2] + 10.0 * imperfections.action_delay, np.zeros((n, 1))], axis=1
+            ),
             "base_ang_vel": np.concatenate([np.zeros((n, 2)), command[:, 2:]], axis=1),
             "gravity": np.tile((0.0, 0.0, -1.0), (n, 1)),
             "joint_pos": np.zeros((n, 12)),

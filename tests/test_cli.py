@@ -20,8 +20,17 @@ from smoothloco.train.shac import SHACConfig
 
 def test_flags_reach_the_config():
     args = build_parser().parse_args(
-        ["train", "--shac.horizon", "16", "--task.contact", "hard", "--task.commands.lin_vel_x=-0.5,0.5",
-         "--task.reward_weights.torques=-1e-4", "--out", "runs/x"]
+        [
+            "train",
+            "--shac.horizon",
+            "16",
+            "--task.contact",
+            "hard",
+            "--task.commands.lin_vel_x=-0.5,0.5",
+            "--task.reward_weights.torques=-1e-4",
+            "--out",
+            "runs/x",
+        ]
     )
     config = config_from_args(args)
     assert config.shac.horizon == 16 and config.task.contact == "hard"
@@ -30,7 +39,9 @@ def test_flags_reach_the_config():
 
 
 def _run(*argv):
-    return subprocess.run([sys.executable, "-m", "smoothloco.commands", *argv], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "smoothloco.commands", *argv], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_unknown_flag_is_rejected():
@@ -128,7 +139,9 @@ def test_config_values_parse():
 def test_config_reproduces_a_saved_run_and_flags_override_it(tmp_path: Path):
     saved = TrainConfig(
         algo="shac",
-        task=replace(TrainConfig().task, contact="hard", reward_weights={**TrainConfig().task.reward_weights, "torques": -1e-3}),
+        task=replace(
+            TrainConfig().task, contact="hard", reward_weights={**TrainConfig().task.reward_weights, "torques": -1e-3}
+        ),
         shac=replace(TrainConfig().shac, horizon=8, iterations=7, actor_hidden=(16, 16)),
         run=replace(TrainConfig().run, out=str(tmp_path / "old"), eval_every=3),
     )

@@ -127,7 +127,10 @@ def test_ppo_variants_share_the_schedule_and_the_headline_uses_the_most_sample_e
     assert table["half_batch"]["walking"]["ppo_reached_threshold"] is False
     assert set(result["curves"]) == {"shac", "ppo", "ppo-more_epochs", "ppo-half_batch"}
     text = (tmp_path / "compare.md").read_text()
-    assert "| more_epochs | num_minibatches 8, num_updates_per_batch 10 |" in text and "| half_batch | num_envs 4 |" in text
+    assert (
+        "| more_epochs | num_minibatches 8, num_updates_per_batch 10 |" in text
+        and "| half_batch | num_envs 4 |" in text
+    )
 
 
 def test_an_interrupted_training_stops_the_comparison(tmp_path: Path, monkeypatch):

@@ -38,7 +38,9 @@ EXPORTED_FILES = ("policy.json", "controller.onnx", "robot.xml", "reference.npz"
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
-def _exported_untrained_run(folder: Path, robot: str, recovery_speed: float = GaitConfig().recovery_speed, **task_changes) -> Path:
+def _exported_untrained_run(
+    folder: Path, robot: str, recovery_speed: float = GaitConfig().recovery_speed, **task_changes
+) -> Path:
     """An untrained run (random initial policy) of ``robot`` with the trot generator on,
     exported through the command line."""
     run = folder / "run"
@@ -128,7 +130,9 @@ def test_the_graph_is_the_jax_controller_step_over_the_recorded_reference(run_fi
     targets, states = _rollout(lambda *x: session.run(None, dict(zip(names, x))), names, rows)
     np.testing.assert_allclose(targets, rows["joint_targets"], atol=1e-5, rtol=0)
     np.testing.assert_allclose(states, rows["next_state"], atol=1e-5, rtol=0)
-    np.testing.assert_allclose(states[:-1][~rows["episode_start"][1:]], rows["state"][1:][~rows["episode_start"][1:]], atol=1e-5)
+    np.testing.assert_allclose(
+        states[:-1][~rows["episode_start"][1:]], rows["state"][1:][~rows["episode_start"][1:]], atol=1e-5
+    )
 
 
 def test_the_graph_of_a_policy_far_from_zero_is_its_jax_step(run_dir: Path):
@@ -191,7 +195,9 @@ def test_an_export_folder_plays_alone(run_dir: Path, tmp_path: Path, monkeypatch
 def test_the_robot_side_needs_only_numpy_mujoco_onnxruntime(run_dir: Path, tmp_path: Path):
     """Copied under another name, the robot-side folder runs an export and pulls in no JAX and
     no smoothloco."""
-    shutil.copytree(Path(robot_side.__file__).parent, tmp_path / "beside_the_export", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(robot_side.__file__).parent, tmp_path / "beside_the_export", ignore=shutil.ignore_patterns("__pycache__")
+    )
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
         "from beside_the_export.testbench import Player\n"
@@ -231,7 +237,10 @@ def _old_contract(c: dict) -> None:
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda c: c["controller"]["inputs"][0].update(size=11), "controller input 'joint_pos' has size 11; expected 12"),
+        (
+            lambda c: c["controller"]["inputs"][0].update(size=11),
+            "controller input 'joint_pos' has size 11; expected 12",
+        ),
         (lambda c: c["controller"]["inputs"][0].update(name="foot_force"), "unknown controller input 'foot_force'"),
         (lambda c: c["controller"].update(state_size=10), "controller input 'state' has size .*; expected 10"),
         (lambda c: c["controller"]["inputs"].pop(2), "controller.onnx has inputs .*policy.json describes inputs"),
@@ -244,8 +253,17 @@ def _old_contract(c: dict) -> None:
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
         (_old_contract, "version 8; this reader reads 'smoothloco-policy' version 9.*export the run again"),
     ],
-    ids=["input-size", "unknown-input", "state-size", "inputs-vs-onnx", "unknown-field", "missing-field", "model-hash",
-         "gains", "old-version"],  # fmt: skip
+    ids=[
+        "input-size",
+        "unknown-input",
+        "state-size",
+        "inputs-vs-onnx",
+        "unknown-field",
+        "missing-field",
+        "model-hash",
+        "gains",
+        "old-version",
+    ],  # fmt: skip
 )
 def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):
     folder = _copy_export(run_dir, tmp_path / "export")

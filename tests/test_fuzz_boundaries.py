@@ -228,8 +228,9 @@ SAVED = json.loads(json.dumps(TrainConfig().to_dict()))
 
 def check_config(text: bytes) -> None:
     calls = []
-    with tempfile.TemporaryDirectory() as folder, mock.patch.object(
-        train_cli, "train", lambda config, resume: calls.append(config) or (None, None, [])
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        mock.patch.object(train_cli, "train", lambda config, resume: calls.append(config) or (None, None, [])),
     ):
         config_file, out = Path(folder) / "config.json", Path(folder) / "new"
         config_file.write_bytes(text)
@@ -278,8 +279,9 @@ def check_flags(argv: list[str]) -> None:
     """``train`` with config flags: accepted and training reached, or exit status 2 (argparse's
     own refusal prints the error line, then a hint line) with nothing written."""
     calls = []
-    with tempfile.TemporaryDirectory() as folder, mock.patch.object(
-        train_cli, "train", lambda config, resume: calls.append(config) or (None, None, [])
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        mock.patch.object(train_cli, "train", lambda config, resume: calls.append(config) or (None, None, [])),
     ):
         out = Path(folder) / "new"
         try:
@@ -369,8 +371,9 @@ def test_exported_contract_boundary_at_length(export_folder, data):
 def check_experiment(saved: Callable[[Path], dict]) -> None:
     """A comparison folder holding a finished SHAC run whose ``config.json`` was changed: the
     run is reused only when its settings are still those asked for; otherwise refused, untouched."""
-    with tempfile.TemporaryDirectory() as folder, mock.patch.object(
-        compare, "train", lambda *a, **k: pytest.fail("nothing trains here")
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        mock.patch.object(compare, "train", lambda *a, **k: pytest.fail("nothing trains here")),
     ):
         out = Path(folder)
         config = compare.run_configs(compare.BUDGETS["quick"], 0, out)["shac"]

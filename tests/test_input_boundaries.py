@@ -59,8 +59,11 @@ def _edit(path: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ('feet = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]', "feet = [1, 2, 3, 4]",
-         "feet: expected a list of names"),
+        (
+            'feet = ["FL_foot", "FR_foot", "RL_foot", "RR_foot"]',
+            "feet = [1, 2, 3, 4]",
+            "feet: expected a list of names",
+        ),
         ("kp = 20.0", 'kp = ["a", "b"]', "kp: expected a number or a list of numbers"),
         ("kp = 20.0", "kp = true", "kp: expected a number or a list of numbers"),
         ("0.1, 0.8, -1.5,\n", "[0.1, 0.8], -1.5,\n", "default_pose: expected a list of numbers"),
@@ -119,8 +122,10 @@ def _saved(tmp_path: Path, change) -> Path:
     [
         (lambda c: c["shac"].update(iterations=5.7), "shac.iterations: expected a whole number, got 5.7"),
         (lambda c: c["shac"].update(iterations=True), "shac.iterations: expected a whole number, got True"),
-        (lambda c: c["task"]["reward_weights"].update(alive="x"),
-         "task.reward_weights.alive: expected a finite number"),
+        (
+            lambda c: c["task"]["reward_weights"].update(alive="x"),
+            "task.reward_weights.alive: expected a finite number",
+        ),
         (lambda c: c["task"].update(privileged_critic=1), "task.privileged_critic: expected true or false"),
         (lambda c: c.update(comment="tuned"), "top level: unknown setting 'comment'"),
         (lambda c: c["task"]["gait"].update(colour="red"), "task.gait: unknown setting 'colour'"),
@@ -226,8 +231,10 @@ def _contract_edit(two_runs, tmp_path: Path, change) -> Path:
         (lambda c: c["robot"].pop("model_hash"), "missing field robot.model_hash"),
         (lambda c: c["robot"].update(foot_geoms=[]), "robot.foot_geoms must name at least one geom"),
         (lambda c: c["joints"]["default_pose"].__setitem__(0, 3.4e38), "default_pose puts \\['LF_HAA'\\] outside"),
-        (lambda c: c["motors"].update(velocity_limit=[5e-324] * 12, saturation_torque=[80.0] * 12),
-         "motors.velocity_limit must be >= 0.01 rad/s"),
+        (
+            lambda c: c["motors"].update(velocity_limit=[5e-324] * 12, saturation_torque=[80.0] * 12),
+            "motors.velocity_limit must be >= 0.01 rad/s",
+        ),
         (lambda c: c["joints"].update(names=[["LF_HAA"]] * 12), "joints.names must be a list of names"),
         (lambda c: c["timing"].update(control_dt=1e-9, sim_dt=1e-9), "timing.sim_dt must be >= 1e-05 s"),
         (lambda c: c["controller"].update(state_size=0), "controller.state_size must be >= 1"),
@@ -324,7 +331,9 @@ def test_a_run_of_the_same_ground_written_another_way_is_the_same_run(tmp_path: 
     saved["task"]["terrain"] = "hills:height=0.08,wavelength=1.3"
     (run_dir / "config.json").write_text(json.dumps(saved))
     check_same_settings(run_dir, replace(config, task=replace(config.task, terrain="hills:height=0.08")))
-    with pytest.raises(ValueError, match="task.terrain 'hills:height=0.08,wavelength=1.3' there, 'hills:height=0.1' asked"):
+    with pytest.raises(
+        ValueError, match="task.terrain 'hills:height=0.08,wavelength=1.3' there, 'hills:height=0.1' asked"
+    ):
         check_same_settings(run_dir, replace(config, task=replace(config.task, terrain="hills:height=0.1")))
 
 

@@ -78,7 +78,9 @@ def test_a_lost_process_stops_the_job_with_a_clear_error(tmp_path: Path):
     assert survivor in (0, -signal.SIGABRT), results[0].stdout[-2000:]
     if survivor == 0:
         lost = str(np.load(out)["lost"])
-        assert lost.startswith("update 2 failed across the job's 2 processes, most likely because another process stopped")
+        assert lost.startswith(
+            "update 2 failed across the job's 2 processes, most likely because another process stopped"
+        )
 
 
 # -- the command: a job of two processes, killed and resumed, against one process ---------------

@@ -141,12 +141,14 @@ def test_folders_hold_consecutive_layers_in_order():
 
 
 def test_no_upward_import():
-    upward = sorted({
-        f"{m} ({LAYERS[layer_of(m)][0]}) imports {i.target} ({LAYERS[layer_of(i.target)][0]}) at {where(m, i.line)}"
-        for m in MODULES
-        for i in imports_of(m)
-        if i.target in MODULES and layer_of(i.target) > layer_of(m)
-    })
+    upward = sorted(
+        {
+            f"{m} ({LAYERS[layer_of(m)][0]}) imports {i.target} ({LAYERS[layer_of(i.target)][0]}) at {where(m, i.line)}"
+            for m in MODULES
+            for i in imports_of(m)
+            if i.target in MODULES and layer_of(i.target) > layer_of(m)
+        }
+    )
     assert not upward, "upward imports:\n" + "\n".join(upward)
 
 
@@ -223,7 +225,11 @@ def test_every_late_import_says_why():
 def test_the_robot_side_imports_only_numpy_mujoco_onnxruntime_and_itself():
     allowed = {"numpy", "mujoco", "onnxruntime", "__future__"} | set(sys.stdlib_module_names)
     for module in (m for m in MODULES if m.startswith("smoothloco.robot_side")):
-        relative = all(i.target.startswith("smoothloco.robot_side") for i in imports_of(module) if i.target.startswith("smoothloco"))
+        relative = all(
+            i.target.startswith("smoothloco.robot_side")
+            for i in imports_of(module)
+            if i.target.startswith("smoothloco")
+        )
         names = {i.target.split(".")[0] for i in imports_of(module)} - {"smoothloco"}
         assert relative and names <= allowed, f"{module} must stay standalone; it imports {sorted(names - allowed)}"
         absolute = [n for n in ast.walk(ast.parse(MODULES[module].read_text())) if isinstance(n, ast.ImportFrom)

@@ -17,7 +17,9 @@ from smoothloco.train.runs import load_run
 
 @pytest.mark.slow
 # The full reset inside Brax's loop (its devices, its unrolls), with episodes that end within the run.
-@pytest.mark.parametrize("reset", ["", pytest.param("--ppo.full_reset true --ppo.episode_length 10 ", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "reset", ["", pytest.param("--ppo.full_reset true --ppo.episode_length 10 ", marks=pytest.mark.slow)]
+)
 def test_tiny_ppo_run_end_to_end(tmp_path: Path, reset: str):
     """Brax's real PPO, 4 iterations of 8 environments: the run folder matches SHAC's and the
     policy read back is tanh of the first 12 outputs of an ELU MLP (what the ONNX export assumes)."""
@@ -48,4 +50,3 @@ def test_tiny_ppo_run_end_to_end(tmp_path: Path, reset: str):
         x = jax.nn.elu(x @ layer["kernel"] + layer["bias"])
     expected = jnp.tanh((x @ layers[-1]["kernel"] + layers[-1]["bias"])[:, :12])
     np.testing.assert_allclose(np.asarray(run.policy()(obs, None)[0]), np.asarray(expected), atol=1e-6)
-

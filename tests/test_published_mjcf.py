@@ -22,6 +22,7 @@ from smoothloco.train.shac import SHACConfig
 
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
+
 def test_a_published_model_loads_from_any_working_directory(tmp_path: Path, monkeypatch):
     spec = published(tmp_path / "robot")
     (tmp_path / "elsewhere").mkdir()

@@ -18,7 +18,10 @@ def test_every_condition_is_run_and_judged(tmp_path: Path):
     assert list(result) == list(robustness.CONDITIONS)
     # The stand-in falls after pushes of 1 m/s or more: every condition pushes at least that hard.
     assert result["nominal"] == {"lin_vel_error": 0.0, "yaw_rate_error": 0.0, "fall_rate": 0.0, "push_survival": 0.0}
-    speeds = {name: {s.push_speed for s in robustness.condition_scenarios(c) if s.pushes} for name, c in robustness.CONDITIONS.items()}
+    speeds = {
+        name: {s.push_speed for s in robustness.condition_scenarios(c) if s.pushes}
+        for name, c in robustness.CONDITIONS.items()
+    }
     assert speeds["nominal"] == {1.0} and speeds["pushes 1.5 m/s"] == speeds["all combined"] == {1.5}
     assert result["control delay 20 ms"]["lin_vel_error"] > result["control delay 10 ms"]["lin_vel_error"] > 0
     assert result["friction 0.3"]["fall_rate"] == 1.0
@@ -85,7 +88,9 @@ def test_the_motor_envelope_caps_driving_torque_by_speed_as_the_simulator_does(p
     capped = player._torque(data, target, 1.0, envelope=True)
     np.testing.assert_allclose(flat, 80.0)
     np.testing.assert_allclose(capped, np.resize(np.asarray(upper), 12), atol=1e-5)
-    np.testing.assert_allclose(player._torque(data, -target, 0.5, envelope=True), 0.5 * np.resize(np.asarray(lower), 12), atol=1e-5)
+    np.testing.assert_allclose(
+        player._torque(data, -target, 0.5, envelope=True), 0.5 * np.resize(np.asarray(lower), 12), atol=1e-5
+    )
     assert "motor torque-speed envelope" in robustness.CONDITIONS
     assert robustness.CONDITIONS["all combined"].imperfections.motor_envelope
 
@@ -145,10 +150,14 @@ def test_the_bench_stands_the_robot_on_other_ground_and_measures_heights_above_i
         ground = ground_of(player, terrain)
         model = player.model(ground=ground)
         assert model.ngeom == player.mj_model.ngeom + added_geoms
-        assert [model.geom(g).name for g in player.foot_geoms] == [player.mj_model.geom(g).name for g in player.foot_geoms]
+        assert [model.geom(g).name for g in player.foot_geoms] == [
+            player.mj_model.geom(g).name for g in player.foot_geoms
+        ]
         standing = player.run([], seconds=0.5, ground=ground)
         assert standing["base_pos"][0, 2] > floor + player.initial_base_height - 1e-5  # float32 heights
-        np.testing.assert_allclose(standing["base_pos"][:, 2] - floor, flat["base_pos"][:, 2], atol=0.01, err_msg=terrain)
+        np.testing.assert_allclose(
+            standing["base_pos"][:, 2] - floor, flat["base_pos"][:, 2], atol=0.01, err_msg=terrain
+        )
         assert not standing["fallen"].any()
     with pytest.raises(ValueError, match="bumps replace the flat floor, as another ground does"):
         player.model(bumps=0.04, ground=ground)

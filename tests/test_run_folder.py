@@ -127,7 +127,10 @@ def test_a_new_run_starts_the_metrics_afresh(fake_loop, tmp_path: Path):
 def test_a_torn_or_corrupt_metrics_file_is_read_as_such(tmp_path: Path):
     path = tmp_path / "metrics.csv"
     path.write_text("iteration,env_steps\r\n1,8\r\n2,16\r\n3,2")
-    assert run_folder.metrics_rows_before(path, 3) == [{"iteration": "1", "env_steps": "8"}, {"iteration": "2", "env_steps": "16"}]
+    assert run_folder.metrics_rows_before(path, 3) == [
+        {"iteration": "1", "env_steps": "8"},
+        {"iteration": "2", "env_steps": "16"},
+    ]
     path.write_text("iteration,env_steps\n1,8\n2,16,99\n")
     with pytest.raises(run_folder.RunFolderError, match="metrics.csv line 3 is corrupt"):
         run_folder.metrics_rows_before(path, 3)
@@ -224,7 +227,10 @@ def test_exit_status_tells_interrupted_from_finished(fake_loop, tmp_path: Path, 
     settings, _ = fake_loop
     run = tmp_path / "run"
     settings["signal_after"] = 3  # SIGINT during iteration 3: the loop checkpoints and stops
-    assert main(["train", *TINY, "--shac.iterations", "6", "--run.checkpoint_every", "5", "--out", str(run)]) == EXIT_INTERRUPTED
+    assert (
+        main(["train", *TINY, "--shac.iterations", "6", "--run.checkpoint_every", "5", "--out", str(run)])
+        == EXIT_INTERRUPTED
+    )
     assert "stopped at iteration 3" in capsys.readouterr().out
     assert _iterations(run) == [1, 2, 3]
     settings["signal_after"] = None
@@ -305,8 +311,17 @@ def test_resume_refuses_every_other_flag_by_name(fake_loop, tmp_path: Path, caps
     assert main(["train", *TINY, "--shac.iterations", "2", "--out", str(run)]) == 0
     before = _stamps(run)
     capsys.readouterr()
-    argv = ["--shac.iterations", "5", "--task.contact", "hard", "--out", "elsewhere", "--algo", "shac",
-            "--task.reward_weights.torques=-1e-4"]
+    argv = [
+        "--shac.iterations",
+        "5",
+        "--task.contact",
+        "hard",
+        "--out",
+        "elsewhere",
+        "--algo",
+        "shac",
+        "--task.reward_weights.torques=-1e-4",
+    ]
     assert main(["train", "--resume", str(run), *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1

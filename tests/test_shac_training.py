@@ -39,7 +39,9 @@ def _leaves_close(a, b, atol):
 
 
 def _relative_difference(a, b) -> float:
-    diff = sum(float(np.sum((np.asarray(x) - np.asarray(y)) ** 2)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    diff = sum(
+        float(np.sum((np.asarray(x) - np.asarray(y)) ** 2)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+    )
     norm = sum(float(np.sum(np.asarray(x) ** 2)) for x in jax.tree.leaves(a))
     return (diff / norm) ** 0.5
 

@@ -77,7 +77,17 @@ def test_non_finite_observations_leave_the_normalizer_unchanged():
         np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
 
 
-@pytest.mark.parametrize("field,value", [("horizon", 0), ("gamma", 1.5), ("actor_lr", 0.0), ("critic_minibatches", 7), ("env_grad_clip", -1.0), ("env_grad_trim", 1.0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("horizon", 0),
+        ("gamma", 1.5),
+        ("actor_lr", 0.0),
+        ("critic_minibatches", 7),
+        ("env_grad_clip", -1.0),
+        ("env_grad_trim", 1.0),
+    ],
+)
 def test_bad_shac_config(field, value):
     with pytest.raises(ValueError, match=field if field != "critic_minibatches" else "minibatches"):
         SHACConfig(**{field: value})

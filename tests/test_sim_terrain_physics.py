@@ -151,7 +151,9 @@ def test_ball_rolling_into_a_riser_is_stopped_by_it_and_climbs_it_as_in_mujoco()
     assert -RADIUS - 0.001 < qs_mj[:, 0].max() < -RADIUS + 0.005 and qs_mj[:, 2].max() < 0.15
 
 
-@pytest.mark.parametrize("offset", [pytest.param(0.01, marks=pytest.mark.slow), pytest.param(-0.01, marks=pytest.mark.slow), -0.03])
+@pytest.mark.parametrize(
+    "offset", [pytest.param(0.01, marks=pytest.mark.slow), pytest.param(-0.01, marks=pytest.mark.slow), -0.03]
+)
 def test_smooth_gradient_at_a_step_edge_matches_central_differences(offset):
     """float64, smooth contact: a ball resting on a step's nose with its centre ``offset`` m from
     the edge (on the tread, just beyond the edge, and far beyond it, where the contact normal is

@@ -54,7 +54,9 @@ def fake_gradients(arms, settings):
 def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
     budget = replace(study.BUDGETS["quick"], seeds=2)
     out = tmp_path / "study"
-    result = study.run_contact_study(out, budget, train_fn=fake_train, evaluate_fn=fake_evaluate, gradient_fn=fake_gradients)
+    result = study.run_contact_study(
+        out, budget, train_fn=fake_train, evaluate_fn=fake_evaluate, gradient_fn=fake_gradients
+    )
     saved = json.loads((out / "study.json").read_text())
     assert saved["table"] == json.loads(json.dumps(result["table"]))
     assert set(saved["table"]) == {"hard", "soft", "smooth"} and len(saved["runs"]) == 6
@@ -68,7 +70,12 @@ def test_study_writes_its_table_claims_and_figures(tmp_path: Path):
     assert claims["soft_mujoco_fall_rate_increase"] == pytest.approx(0.5)
     assert claims["hard_learning_gap_return"] == pytest.approx(3.0)
     assert claims["smooth_mujoco_lin_vel_error_increase"] == pytest.approx(0.0)
-    assert saved["task_overrides"]["soft"] == {"contact": "soft", "sim_dt": 0.0025, "soft_stiffness": 2e4, "soft_damping": 200.0}
+    assert saved["task_overrides"]["soft"] == {
+        "contact": "soft",
+        "sim_dt": 0.0025,
+        "soft_stiffness": 2e4,
+        "soft_damping": 200.0,
+    }
     assert len(saved["budget"]["scenarios"]) == 19
     text = (out / "study.md").read_text()
     assert "| 10.000 ± 0.000 | 4.000 ± 0.000 |" in text  # penetration own sim, MuJoCo in mm
@@ -134,7 +141,11 @@ def test_study_trains_each_model_on_the_same_budget(tmp_path: Path):
 def test_soft_arms_keep_the_damping_ratio_and_take_their_stable_step():
     arms = {arm.name: arm for arm in study.BUDGETS["full"].arms}
     assert list(arms) == ["hard", "soft-2k", "soft-5k", "soft", "smooth"]
-    assert arms["soft-2k"].task == {"sim_dt": 0.005, "soft_stiffness": 2e3, "soft_damping": pytest.approx(200 / 10**0.5)}
+    assert arms["soft-2k"].task == {
+        "sim_dt": 0.005,
+        "soft_stiffness": 2e3,
+        "soft_damping": pytest.approx(200 / 10**0.5),
+    }
     assert arms["soft"].task["sim_dt"] == 0.0025 and study.soft_arm(4e4).task["sim_dt"] == 0.002
     for bad in (1e5, 0.0):
         with pytest.raises(ValueError, match="accepted: > 0 and up to 40000 N/m"):

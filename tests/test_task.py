@@ -45,7 +45,9 @@ def test_random_actions_stay_finite(contact):
     assert state.obs.shape == (32, OBS_SIZE)
     actions = jax.random.uniform(jax.random.PRNGKey(2), (1000, 32, 12), minval=-1, maxval=1)
     final, (obs, reward, done, q, v, _) = jax.jit(_rollout, static_argnums=0)(env, state, actions)
-    print(f"{contact}: fall fraction {float(np.asarray(done).mean()):.4f}, max |v| {float(np.abs(np.asarray(v)).max()):.1f}")
+    print(
+        f"{contact}: fall fraction {float(np.asarray(done).mean()):.4f}, max |v| {float(np.abs(np.asarray(v)).max()):.1f}"
+    )
     for name, x in (("obs", obs), ("reward", reward), ("q", q), ("v", v)):
         assert np.all(np.isfinite(np.asarray(x))), f"non-finite {name}"
     assert float(np.abs(np.asarray(v)).max()) < 100.0  # no silent blow-up either
@@ -72,7 +74,9 @@ def test_trot_generator_lifts_diagonal_pairs_in_turn():
         s, contact = task.step_with_contact(s, jnp.zeros(12))
         return s, (phase, contact.gap, s.done)
 
-    _, (phase, gap, done) = jax.jit(lambda s: jax.lax.scan(body, s, None, length=150))(task.reset(jax.random.PRNGKey(0)))
+    _, (phase, gap, done) = jax.jit(lambda s: jax.lax.scan(body, s, None, length=150))(
+        task.reset(jax.random.PRNGKey(0))
+    )
     assert float(np.asarray(done).max()) == 0.0
     sine, gap = np.sin(2 * np.pi * np.asarray(phase)), np.asarray(gap)  # feet LF, RF, LH, RH
     first, second = gap[:, [0, 3]].mean(axis=1), gap[:, [1, 2]].mean(axis=1)
@@ -200,20 +204,36 @@ def test_joint_friction_is_randomized_per_environment_and_resists_motion():
 
 def test_hard_corner_environments_get_every_range_at_its_harder_end():
     task = VelocityTask(VelocityTaskConfig(**QUIET))
-    ranges = dict(friction=(0.3, 1.0), added_base_mass=(-2.0, 4.0), kp_scale=(0.8, 1.2), kd_scale=(0.9, 1.5),
-                  motor_strength=(0.8, 1.1), rotor_armature_per_torque=(0.0, 6.25e-4), joint_friction_share=(0.0, 0.025))
+    ranges = dict(
+        friction=(0.3, 1.0),
+        added_base_mass=(-2.0, 4.0),
+        kp_scale=(0.8, 1.2),
+        kd_scale=(0.9, 1.5),
+        motor_strength=(0.8, 1.1),
+        rotor_armature_per_torque=(0.0, 6.25e-4),
+        joint_friction_share=(0.0, 0.025),
+    )
     keys = jax.random.split(jax.random.PRNGKey(0), 400)
     sims, _ = randomize(task.sys, keys, RandomizationConfig(hard_corner_fraction=0.25, **ranges))
     hard = np.asarray(sims.friction) == 0.3
     assert 0.15 < hard.mean() < 0.35
-    np.testing.assert_allclose(np.asarray(sims.tree.body_mass[hard, 1]), float(task.sys.tree.body_mass[1]) + 4.0, rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(sims.kp[hard]), np.broadcast_to(0.8 * task.sys.kp, sims.kp[hard].shape), rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(sims.kd[hard]), np.broadcast_to(1.5 * task.sys.kd, sims.kd[hard].shape), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(sims.tree.body_mass[hard, 1]), float(task.sys.tree.body_mass[1]) + 4.0, rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.asarray(sims.kp[hard]), np.broadcast_to(0.8 * task.sys.kp, sims.kp[hard].shape), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.asarray(sims.kd[hard]), np.broadcast_to(1.5 * task.sys.kd, sims.kd[hard].shape), rtol=1e-6
+    )
     np.testing.assert_array_equal(np.asarray(sims.motor_strength[hard]), np.float32(0.8))
     np.testing.assert_allclose(np.asarray(sims.tree.dof_armature[hard, 6:]), 0.05, rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(sims.joint_friction[hard]), 2.0)
     # The others keep independent draws, and the base's centre of mass is random in both.
-    assert float(np.asarray(sims.motor_strength[~hard]).std()) > 0.05 and float(np.asarray(sims.friction[~hard]).min()) > 0.3
+    assert (
+        float(np.asarray(sims.motor_strength[~hard]).std()) > 0.05
+        and float(np.asarray(sims.friction[~hard]).min()) > 0.3
+    )
     assert float(np.ptp(np.asarray(sims.tree.body_ipos[hard, 1, 0]))) > 0.01
 
 
@@ -303,12 +323,28 @@ def _inputs(task, state, **override):
 
     zeros3, zeros12 = jnp.zeros(3), jnp.zeros(12)
     fields = dict(
-        lin_vel=zeros3, ang_vel=zeros3, gravity=jnp.array([0.0, 0.0, -1.0]), command=zeros3,
-        joint_pos=zeros12, joint_lower=zeros12 - 1, joint_upper=zeros12 + 1, joint_default=zeros12,
-        torque=zeros12, action=zeros12, standing=jnp.asarray(0.0),
-        last_action=zeros12, base_height=jnp.asarray(0.5), foot_weight=jnp.ones(4), foot_slip=jnp.zeros(4),
-        air_time=jnp.zeros(4), touchdown=jnp.zeros(4), foot_height=jnp.zeros(4), swing_target=jnp.zeros(4),
-        tracking_sigma=0.25, base_height_target=0.52, swing_height=task.config.gait.swing_height,
+        lin_vel=zeros3,
+        ang_vel=zeros3,
+        gravity=jnp.array([0.0, 0.0, -1.0]),
+        command=zeros3,
+        joint_pos=zeros12,
+        joint_lower=zeros12 - 1,
+        joint_upper=zeros12 + 1,
+        joint_default=zeros12,
+        torque=zeros12,
+        action=zeros12,
+        standing=jnp.asarray(0.0),
+        last_action=zeros12,
+        base_height=jnp.asarray(0.5),
+        foot_weight=jnp.ones(4),
+        foot_slip=jnp.zeros(4),
+        air_time=jnp.zeros(4),
+        touchdown=jnp.zeros(4),
+        foot_height=jnp.zeros(4),
+        swing_target=jnp.zeros(4),
+        tracking_sigma=0.25,
+        base_height_target=0.52,
+        swing_height=task.config.gait.swing_height,
     )
     return RewardInputs(**{**fields, **override})
 
@@ -364,12 +400,18 @@ def test_resets_cut_the_gradient_steps_do_not():
     "make,message",
     [
         (lambda: CommandConfig(lin_vel_x=(1.0, -1.0)), "low <= high"),
-        (lambda: VelocityTaskConfig(reward_weights={"tracking_lin_vel": 1.0, "dance": 2.0}), "unknown reward terms \\['dance'\\]"),
+        (
+            lambda: VelocityTaskConfig(reward_weights={"tracking_lin_vel": 1.0, "dance": 2.0}),
+            "unknown reward terms \\['dance'\\]",
+        ),
         (lambda: VelocityTaskConfig(control_dt=0.02, sim_dt=0.05), "whole number >= 1"),
         (lambda: VelocityTaskConfig(contact="rigid"), "accepted: hard, smooth, soft"),
         (lambda: PushConfig(max_speed=-1.0), "max_speed must be >= 0"),
         (lambda: RandomizationConfig(friction=(-0.1, 1.0)), "must not go below 0"),
-        (lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))), "must not exceed control_dt"),
+        (
+            lambda: VelocityTaskConfig(randomization=RandomizationConfig(action_delay=(0.0, 0.04))),
+            "must not exceed control_dt",
+        ),
         (lambda: VelocityTaskConfig(obs_history=0), "obs_history must be a whole number of frames >= 1"),
         (lambda: VelocityTaskConfig(velocity_error_window=-1.0), "velocity_error_window must be >= 0"),
         (lambda: VelocityTrimConfig(hold=-0.1), "velocity_trim.hold must be >= 0"),
@@ -414,7 +456,11 @@ def test_observation_without_base_velocity_drops_the_terms_that_need_it_alone():
 @pytest.mark.slow
 def test_the_average_velocity_error_follows_command_minus_measured():
     window = 0.5
-    task = VelocityTask(VelocityTaskConfig(velocity_error_window=window, obs_noise=0.0, commands=CommandConfig(zero_probability=0.0), **QUIET))
+    task = VelocityTask(
+        VelocityTaskConfig(
+            velocity_error_window=window, obs_noise=0.0, commands=CommandConfig(zero_probability=0.0), **QUIET
+        )
+    )
     state = jax.jit(task.reset)(jax.random.PRNGKey(1))
     assert float(jnp.abs(state.info["controller"].error_average).max()) == 0.0
     keep, average = np.exp(-task.config.control_dt / window), np.zeros(3)
@@ -427,7 +473,9 @@ def test_the_average_velocity_error_follows_command_minus_measured():
         average = keep * average + (1 - keep) * (np.asarray(state.info["command"]) - measured)
     np.testing.assert_allclose(np.asarray(state.info["controller"].error_average), average, atol=1e-5)
     scale = 2.0  # the term's scale in OBS_LAYOUT
-    np.testing.assert_allclose(np.asarray(state.obs[observation_slice(task.config, "velocity_error_average")]), scale * average, atol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(state.obs[observation_slice(task.config, "velocity_error_average")]), scale * average, atol=1e-5
+    )
     assert np.abs(average).max() > 0.05  # the command is not met from standing: the average sees it
 
 
@@ -552,7 +600,9 @@ def test_training_progress_moves_the_contact_sharpness_from_start_to_end():
     state = jax.jit(task.reset)(jax.random.PRNGKey(0))
     assert float(state.info["sharpness"]) == 300.0
     for progress, expected in ((0.0, 300.0), (0.5, 600.0), (1.0, 1200.0), (2.0, 1200.0)):
-        np.testing.assert_allclose(float(task.with_training_progress(state, progress).info["sharpness"]), expected, rtol=1e-6)
+        np.testing.assert_allclose(
+            float(task.with_training_progress(state, progress).info["sharpness"]), expected, rtol=1e-6
+        )
     batch = jax.tree.map(lambda x: jnp.stack([x] * 3), state)
     sharpened = task.with_training_progress(batch, 1.0).info["sharpness"]
     np.testing.assert_allclose(np.asarray(sharpened), np.full(3, 1200.0), rtol=1e-6)

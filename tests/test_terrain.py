@@ -73,7 +73,9 @@ def test_stairs_distance_and_normal_match_mujoco_boxes_at_faces_edges_and_corner
     distance, normal = _ours(ground, points)
     outside = distance > 0
     angle = np.degrees(np.arccos(np.clip(np.sum(normal * their_normals, axis=1), -1, 1)))[outside]
-    print(f"{len(points)} points: distance within {np.abs(distance - theirs).max() * 1e6:.2f} µm, normal within {angle.max():.4f} deg")
+    print(
+        f"{len(points)} points: distance within {np.abs(distance - theirs).max() * 1e6:.2f} µm, normal within {angle.max():.4f} deg"
+    )
     np.testing.assert_allclose(distance, theirs, atol=2e-5)
     np.testing.assert_allclose(normal[outside], their_normals[outside], atol=2e-3)
     assert outside.sum() > 50 and (~outside).sum() > 50
@@ -90,7 +92,9 @@ def test_slope_distance_and_normal_match_a_tilted_mujoco_plane(slope):
     np.testing.assert_allclose(distance, theirs, atol=2e-5)
     np.testing.assert_allclose(normal, np.where((theirs > 0)[:, None], their_normals, normal), atol=1e-4)
     gx, gy = slope.gradient
-    np.testing.assert_allclose(normal, np.broadcast_to(np.array([-gx, -gy, 1.0]) / np.hypot(1, np.hypot(gx, gy)), normal.shape), atol=1e-6)
+    np.testing.assert_allclose(
+        normal, np.broadcast_to(np.array([-gx, -gy, 1.0]) / np.hypot(1, np.hypot(gx, gy)), normal.shape), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("ground", [RollingHills(0.08), RoughGround(0.06, wavelength=0.4)])
@@ -105,12 +109,24 @@ def test_height_field_builder_is_our_ground(ground):
     heights, normals = [], []
     for x, y in xy:
         normal = np.zeros(3)
-        hit = mujoco.mj_ray(model, data, np.array([x, y, 1.0]), np.array([0.0, 0.0, -1.0]), None, True, model.body(PROBE).id, None, normal)
+        hit = mujoco.mj_ray(
+            model,
+            data,
+            np.array([x, y, 1.0]),
+            np.array([0.0, 0.0, -1.0]),
+            None,
+            True,
+            model.body(PROBE).id,
+            None,
+            normal,
+        )
         heights.append(1.0 - hit)
         normals.append(normal)
     ours = np.asarray(ground(jnp.asarray(xy, jnp.float32)))
     _, our_normals = _ours(ground, np.concatenate([xy, ours[:, None]], axis=1))
-    curvature = {RollingHills: (2 * np.pi / 0.9) ** 2 * 0.08 / 2, RoughGround: (2 * np.pi / 0.2) ** 2 * 0.06 / 2}[type(ground)]
+    curvature = {RollingHills: (2 * np.pi / 0.9) ** 2 * 0.08 / 2, RoughGround: (2 * np.pi / 0.2) ** 2 * 0.06 / 2}[
+        type(ground)
+    ]
     print(f"{type(ground).__name__}: max height difference {np.abs(heights - ours).max() * 1e3:.3f} mm, "
           f"normal {np.degrees(np.arccos(np.clip(np.sum(normals * our_normals, 1), -1, 1))).max():.2f} deg")  # fmt: skip
     assert np.abs(np.array(heights) - ours).max() < curvature * cell**2 / 8 + 1e-5
@@ -149,13 +165,17 @@ def test_box_distance_is_differentiable_with_the_normal_as_its_gradient():
 def test_stairs_profile_goes_up_and_down_and_terrains_compile_once():
     ground = stairs(rise=0.17, run=0.29, steps=3, landing=1.0, start=1.0)
     x = jnp.array([0.9, 1.1, 1.4, 1.7, 2.5, 2.7, 3.0, 3.3])  # risers at 1, 1.29, 1.58 and 2.58, 2.87, 3.16 m
-    np.testing.assert_allclose(ground(jnp.stack([x, jnp.zeros_like(x)], -1)), [0, 0.17, 0.34, 0.51, 0.51, 0.34, 0.17, 0], atol=1e-6)
+    np.testing.assert_allclose(
+        ground(jnp.stack([x, jnp.zeros_like(x)], -1)), [0, 0.17, 0.34, 0.51, 0.51, 0.34, 0.17, 0], atol=1e-6
+    )
     assert hash(ground) == hash(stairs(rise=0.17, run=0.29, steps=3, landing=1.0, start=1.0))
     assert RoughGround(0.05) == RoughGround(0.05) and hash(Slope(10.0)) == hash(Slope(10.0))
     rough = RoughGround(0.05, wavelength=0.5)
     heights = rough(jnp.stack(jnp.meshgrid(jnp.linspace(-5, 5, 201), jnp.linspace(-5, 5, 201)), -1))
     assert 0.6 * 0.05 < float(jnp.ptp(heights)) <= 0.05  # bounded by construction
-    assert terrain.flat == terrain.Flat() and float(terrain.flat.distance(jnp.array([0.3, 0.2, 0.4]))[0]) == pytest.approx(0.4)
+    assert terrain.flat == terrain.Flat() and float(
+        terrain.flat.distance(jnp.array([0.3, 0.2, 0.4]))[0]
+    ) == pytest.approx(0.4)
 
 
 def test_contact_frame_is_orthonormal_on_a_riser_and_a_slope():

@@ -72,7 +72,13 @@ def test_a_walk_succeeds_when_it_gets_to_the_end_before_any_fall():
         "time": t, "command": np.tile((1.0, 0.0, 0.0), (200, 1)), "base_pos": np.stack([t, 0 * t, 0 * t + 0.5], 1),
         "base_lin_vel": np.tile((1.0, 0.0, 0.0), (200, 1)), "base_ang_vel": np.zeros((200, 3)), "fallen": t > 2.5,
     }  # fmt: skip
-    assert judge(course, traj) == {"reached": True, "fell": True, "progress": 2.0, "lin_vel_error": 0.0, "yaw_rate_error": 0.0}
+    assert judge(course, traj) == {
+        "reached": True,
+        "fell": True,
+        "progress": 2.0,
+        "lin_vel_error": 0.0,
+        "yaw_rate_error": 0.0,
+    }
     early = judge(course, {**traj, "fallen": t > 1.5})
     assert not early["reached"] and early["progress"] == pytest.approx(1.5, abs=DT)
 

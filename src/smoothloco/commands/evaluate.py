@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
         "standalone player; hard/smooth/soft run the JAX policy in our simulator.",
     )
     parser.add_argument(
-        "run", metavar="RUN", help="run folder (holds config.json and checkpoint.msgpack), or an export folder alone (MuJoCo)"
+        "run",
+        metavar="RUN",
+        help="run folder (holds config.json and checkpoint.msgpack), or an export folder alone (MuJoCo)",
     )
     parser.add_argument("--sim", choices=SIMS, default="mujoco", help="simulator to evaluate in (default mujoco)")
     parser.add_argument("--json", metavar="FILE", help="also write the summary JSON here")

@@ -158,7 +158,15 @@ def reference(player: Player, step: Callable, names: list[str]) -> tuple[dict[st
     return rows, error
 
 
-def contract(run: LoadedRun, task: VelocityTask, names: list[str], sizes: list[int], error: float, folder: Path, checkpoint_sha256: str) -> dict:
+def contract(
+    run: LoadedRun,
+    task: VelocityTask,
+    names: list[str],
+    sizes: list[int],
+    error: float,
+    folder: Path,
+    checkpoint_sha256: str,
+) -> dict:
     """``policy.json``: what the graph cannot know (its inputs' units and frames, timing, the
     drives, the robot model). ``source`` ties it to what it came from: the sha256 of
     ``controller.onnx`` in ``folder`` (the reader checks it) and of the run's checkpoint
@@ -166,7 +174,9 @@ def contract(run: LoadedRun, task: VelocityTask, names: list[str], sizes: list[i
     cfg, robot, sim = task.config, task.robot, task.sys
     meanings = {name: meaning for name, (meaning, _) in robot_contract.SENSOR_INPUTS.items()}
     meanings[robot_contract.COMMAND_INPUT[0]] = robot_contract.COMMAND_INPUT[1]
-    meanings[robot_contract.STATE_INPUT] = "the controller's memory: the last next_state, all zeros at an episode's start"
+    meanings[robot_contract.STATE_INPUT] = (
+        "the controller's memory: the last next_state, all zeros at an episode's start"
+    )
     return {
         "format": robot_contract.CONTRACT_FORMAT,
         "version": robot_contract.CONTRACT_VERSION,

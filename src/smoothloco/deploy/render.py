@@ -74,7 +74,9 @@ def render_video(clip: Clip, out: Path, timeout_s: float = 600.0) -> Path | None
                 return Path(done.stdout.strip().splitlines()[-1])
             last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
             errors.append(f"{backend}: {last}")
-    print(f"no video: offscreen rendering unavailable ({'; '.join(errors)}); see docs/usage.md, 'Rendering'", flush=True)
+    print(
+        f"no video: offscreen rendering unavailable ({'; '.join(errors)}); see docs/usage.md, 'Rendering'", flush=True
+    )
     return None
 
 

@@ -58,7 +58,12 @@ def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
 
 def export_conditions(export: Contract) -> dict[str, Condition]:
     """The suite for an export, from its contract alone (its sensors, drives and motors)."""
-    return suite(sensor_noise(sensors=tuple(export.inputs[:-2])), export.torque_limit, export.kd, export.velocity_limit is not None)
+    return suite(
+        sensor_noise(sensors=tuple(export.inputs[:-2])),
+        export.torque_limit,
+        export.kd,
+        export.velocity_limit is not None,
+    )
 
 
 def suite(noise: dict[str, float], torque_limit: np.ndarray, kd: np.ndarray, envelope: bool) -> dict[str, Condition]:
@@ -78,14 +83,24 @@ def suite(noise: dict[str, float], torque_limit: np.ndarray, kd: np.ndarray, env
         **({"motor torque-speed envelope": Condition(Imperfections(motor_envelope=True))} if envelope else {}),
         "friction 0.3": Condition(friction=0.3),
         "bumps 5 cm": Condition(Imperfections(bumps=0.05)),
-        "joint friction and damping": Condition(Imperfections(joint_friction=gearbox_friction, joint_damping=gearbox_damping)),
+        "joint friction and damping": Condition(
+            Imperfections(joint_friction=gearbox_friction, joint_damping=gearbox_damping)
+        ),
         "rotor armature": Condition(Imperfections(rotor_armature=armature)),
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
         "pushes 1.5 m/s": Condition(push_speed=1.5),
         "all combined": Condition(
-            Imperfections(action_delay=0.020, sensor_noise=noise, motor_strength=0.8, default_contact=True, motor_envelope=envelope,
-                          bumps=0.05, joint_friction=gearbox_friction, joint_damping=gearbox_damping,
-                          rotor_armature=armature),
+            Imperfections(
+                action_delay=0.020,
+                sensor_noise=noise,
+                motor_strength=0.8,
+                default_contact=True,
+                motor_envelope=envelope,
+                bumps=0.05,
+                joint_friction=gearbox_friction,
+                joint_damping=gearbox_damping,
+                rotor_armature=armature,
+            ),
             friction=0.4,
             push_speed=1.5,
         ),

@@ -346,7 +346,9 @@ def write_report(
     files["markdown"].write_text(markdown(summary, title))
     plot_tracking(scenarios, trajectories, files["tracking"], title)
     plot_push_survival(summary, files["push_survival"], title)
-    np.savez_compressed(files["trajectories"], **{f"{i}/{k}": v for i, t in enumerate(trajectories) for k, v in t.items()})
+    np.savez_compressed(
+        files["trajectories"], **{f"{i}/{k}": v for i, t in enumerate(trajectories) for k, v in t.items()}
+    )
     return files
 
 

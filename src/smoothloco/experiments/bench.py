@@ -92,7 +92,9 @@ def pd_servo_model(robot: RobotSpec) -> mujoco.MjModel:
     model = robot.mj_model()
     driven = [model.joint(j).name for j in model.actuator_trnid[:, 0]]
     if driven != list(robot.joint_names):
-        raise ValueError(f"the model's motors drive {driven}, not the robot's joints {list(robot.joint_names)} in order")
+        raise ValueError(
+            f"the model's motors drive {driven}, not the robot's joints {list(robot.joint_names)} in order"
+        )
     model.actuator_gainprm[:, 0] = robot.kp
     model.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_AFFINE
     model.actuator_biasprm[:, 0] = 0.0
@@ -104,7 +106,9 @@ def pd_servo_model(robot: RobotSpec) -> mujoco.MjModel:
     return model
 
 
-def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int = 5, sharpness: float = DEFAULT_SHARPNESS) -> dict:
+def bench_sim(
+    batch: int = 256, steps: int = 100, window: int = 32, repeats: int = 5, sharpness: float = DEFAULT_SHARPNESS
+) -> dict:
     """Our step per contact model (forward and forward+gradient), ``mjx.step`` and MuJoCo (C)."""
     robot = anymal_c()
     states = shard_batch(perturbed_states(robot, batch))
@@ -123,8 +127,10 @@ def bench_sim(batch: int = 256, steps: int = 100, window: int = 32, repeats: int
 
         grad = jax.jit(jax.vmap(jax.grad(window_loss)))
         offsets = shard_batch(jnp.zeros((batch, window, pose.shape[0])))
-        timings[f"{model}_forward"], timings[f"{model}_grad"], results[f"{model}_grad_over_forward"] = _time_side_by_side(
-            lambda: forward(states), batch * steps, lambda: grad(offsets, states), batch * window, repeats
+        timings[f"{model}_forward"], timings[f"{model}_grad"], results[f"{model}_grad_over_forward"] = (
+            _time_side_by_side(
+                lambda: forward(states), batch * steps, lambda: grad(offsets, states), batch * window, repeats
+            )
         )
 
     timings["mjx_step"] = _bench_mjx_step(robot, states, steps, repeats)
@@ -249,18 +255,29 @@ def bench_task(batch: int = 256, steps: int = 50, window: int = 32, repeats: int
 
         forward, grad = jax.jit(run), jax.jit(jax.grad(run, argnums=1))
         timed = _time_side_by_side(
-            lambda: forward(state, actions), batch * steps, lambda: grad(state, actions[:, :window]), batch * window, repeats
+            lambda: forward(state, actions),
+            batch * steps,
+            lambda: grad(state, actions[:, :window]),
+            batch * window,
+            repeats,
         )
         for kind, t in zip(("forward", "grad"), timed[:2]):
             results[f"{model}_{kind}_control_steps_per_s"] = t.steps_per_s
-            results[f"{model}_{kind}_compile_s"], results[f"{model}_{kind}_cpu_over_wall"] = t.compile_s, t.cpu_over_wall
+            results[f"{model}_{kind}_compile_s"], results[f"{model}_{kind}_cpu_over_wall"] = (
+                t.compile_s,
+                t.cpu_over_wall,
+            )
         results[f"{model}_grad_over_forward"] = timed[2]
     for key in [k for k in results if k.endswith("_control_steps_per_s")]:
         results[key.replace("_control_steps_per_s", "_steps_per_s")] = results[key]
     return results
 
 
-TASK_ROWS = [(f"{m}_{kind}", f"task, {m}, {label}") for m in ("smooth", "hard", "soft") for kind, label in (("forward", "forward"), ("grad", "forward+grad (32 steps)"))]
+TASK_ROWS = [
+    (f"{m}_{kind}", f"task, {m}, {label}")
+    for m in ("smooth", "hard", "soft")
+    for kind, label in (("forward", "forward"), ("grad", "forward+grad (32 steps)"))
+]
 
 
 def gait_targets(
@@ -339,4 +356,9 @@ def bench_controller(export_dir: str | Path, calls: int = CONTROLLER_CALLS) -> d
         controller(sensors[k], rows["command"][k])
         seconds[i] = time.perf_counter() - start
     ms = seconds * 1e3
-    return {"calls": calls, "median_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}
+    return {
+        "calls": calls,
+        "median_ms": float(np.median(ms)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "max_ms": float(ms.max()),
+    }

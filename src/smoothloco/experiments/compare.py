@@ -66,7 +66,9 @@ class Budget:
 # where legged_gym's settings walked from about 6M), evaluated every 245,760 steps.
 BUDGETS = {
     "quick": Budget(num_envs=64, evals=6, interval_multiple=1, ppo_factor=4, eval_seconds=2.0, seeds=2),
-    "full": Budget(num_envs=None, evals=17, interval_multiple=10, ppo_factor=8, eval_seconds=5.0, seeds=3, ppo_eval_stride=4),
+    "full": Budget(
+        num_envs=None, evals=17, interval_multiple=10, ppo_factor=8, eval_seconds=5.0, seeds=3, ppo_eval_stride=4
+    ),
 }
 
 # PPO settings the comparison can run. legged_gym's is the default; the others spend each sample
@@ -74,7 +76,9 @@ BUDGETS = {
 # batch, or half the batch (so twice the updates per sample).
 PPO_VARIANTS: dict[str, Callable[[PPOConfig], PPOConfig]] = {
     "legged_gym": lambda c: c,
-    "more_epochs": lambda c: replace(c, num_updates_per_batch=2 * c.num_updates_per_batch, num_minibatches=2 * c.num_minibatches),
+    "more_epochs": lambda c: replace(
+        c, num_updates_per_batch=2 * c.num_updates_per_batch, num_minibatches=2 * c.num_minibatches
+    ),
     "half_batch": lambda c: replace(c, num_envs=c.num_envs // 2),
 }
 
@@ -85,7 +89,9 @@ def check_variants(variants: tuple[str, ...]) -> None:
     """A ``ValueError`` naming the accepted variants for an unknown (or no) PPO variant."""
     unknown = [v for v in variants if v not in PPO_VARIANTS]
     if unknown or not variants:
-        raise ValueError(f"unknown PPO variant(s) {', '.join(unknown) or '(none given)'}; accepted: {', '.join(PPO_VARIANTS)}")
+        raise ValueError(
+            f"unknown PPO variant(s) {', '.join(unknown) or '(none given)'}; accepted: {', '.join(PPO_VARIANTS)}"
+        )
 
 
 def run_name(variant: str) -> str:
@@ -93,7 +99,9 @@ def run_name(variant: str) -> str:
     return "ppo" if variant == "legged_gym" else f"ppo-{variant}"
 
 
-def run_configs(budget: Budget, seed: int, out: Path, variants: tuple[str, ...] = ("legged_gym",)) -> dict[str, TrainConfig]:
+def run_configs(
+    budget: Budget, seed: int, out: Path, variants: tuple[str, ...] = ("legged_gym",)
+) -> dict[str, TrainConfig]:
     """SHAC and each PPO variant's config, keyed by run name, all evaluated on the same
     environment steps."""
     check_variants(variants)
@@ -164,7 +172,11 @@ class ComparisonInterrupted(RuntimeError):
 
 
 def compare(
-    out: Path, budget: Budget, seeds: int, trainer: Trainer = default_trainer, variants: tuple[str, ...] = ("legged_gym",)
+    out: Path,
+    budget: Budget,
+    seeds: int,
+    trainer: Trainer = default_trainer,
+    variants: tuple[str, ...] = ("legged_gym",),
 ) -> dict:
     """Train SHAC and each PPO variant on ``seeds`` seeds and write ``compare.json``,
     ``compare.md`` and ``compare.png`` to ``out``; returns what ``compare.json`` holds."""
@@ -179,7 +191,12 @@ def compare(
     curves = {name: seed_curves(runs) for name, runs in evaluations.items()}
     configs = run_configs(budget, 0, out, variants)
     summaries = {
-        v: summarize({"shac": curves["shac"], "ppo": curves[run_name(v)]}, asdict(budget), seeds, _ppo_settings(configs[run_name(v)]))
+        v: summarize(
+            {"shac": curves["shac"], "ppo": curves[run_name(v)]},
+            asdict(budget),
+            seeds,
+            _ppo_settings(configs[run_name(v)]),
+        )
         for v in variants
     }
     shac_config = {k: v for k, v in asdict(configs["shac"].shac).items() if k != "seed"}

@@ -198,7 +198,9 @@ def markdown(r: dict) -> str:
         for algo in ALGORITHMS:
             a = t[algo]
             per_seed = ", ".join(fmt(x, ",") for x in a["per_seed_env_steps"])
-            lines.append(f"| {algo.upper()} | {fmt(a['env_steps'], ',.0f')} | {fmt(a['train_wall_s'], '.0f')} | {per_seed} |")
+            lines.append(
+                f"| {algo.upper()} | {fmt(a['env_steps'], ',.0f')} | {fmt(a['train_wall_s'], '.0f')} | {per_seed} |"
+            )
         lines.append("")
         if t["env_steps_ratio_ppo_over_shac"] is not None:
             lines.append(
@@ -223,7 +225,9 @@ def markdown(r: dict) -> str:
         for variant, v in r["ppo_variants"].items():
             walking, by_return = v["walking"], v["return"]
             per_seed = ", ".join(fmt(x, ",") for x in v["walking"]["ppo_per_seed_env_steps"])
-            changes = ", ".join(f"{k} {x}" for k, x in v["ppo_config"].items() if x != legged_gym[k] and k != "iterations")
+            changes = ", ".join(
+                f"{k} {x}" for k, x in v["ppo_config"].items() if x != legged_gym[k] and k != "iterations"
+            )
             changes = changes or "none"
             lines.append(
                 f"| {variant} | {changes} | {per_seed} | {fmt(walking['env_steps_ratio_ppo_over_shac'], '.1f')} "
@@ -244,7 +248,9 @@ def plot(path: Path, curves: dict[str, dict], threshold: float) -> None:
             ax = axes[row, col]
             for i, (algo, c) in enumerate(curves.items()):
                 x = np.asarray(c[x_key]) / scale
-                ax.plot(x, c[f"{metric}_mean"], "o-", ms=3, color=f"C{i}", label=f"{algo.upper().replace('-', ' ')} (mean)")
+                ax.plot(
+                    x, c[f"{metric}_mean"], "o-", ms=3, color=f"C{i}", label=f"{algo.upper().replace('-', ' ')} (mean)"
+                )
                 ax.fill_between(x, c[f"{metric}_min"], c[f"{metric}_max"], color=f"C{i}", alpha=0.2)
             if metric == "episode_return":
                 ax.axhline(threshold, color="k", ls="--", lw=1, label="threshold")

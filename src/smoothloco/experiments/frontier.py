@@ -180,13 +180,17 @@ def summarize_point(point: Point, histories: Sequence[list[dict]]) -> dict:
     curves = seed_curves(evaluations)
     walking = first_walking(curves)
     final = {m: [r[-1][f"eval/{m}"] for r in evaluations] for m in ("lin_vel_error", "yaw_rate_error", "fall_rate")}
-    speeds = [(h[-1]["env_steps"] - h[0]["env_steps"]) / (h[-1]["train_wall_s"] - h[0]["train_wall_s"]) for h in histories]
+    speeds = [
+        (h[-1]["env_steps"] - h[0]["env_steps"]) / (h[-1]["train_wall_s"] - h[0]["train_wall_s"]) for h in histories
+    ]
     return {
         "point": point_name(point),
         "settings": point,
         "seeds": len(histories),
         "walking": walking,
-        "final": {m: {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))} for m, v in final.items()},
+        "final": {
+            m: {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))} for m, v in final.items()
+        },
         "env_steps_per_s": float(np.mean(speeds)),
         "curves": {k: curves[k] for k in ("env_steps", "lin_vel_error_mean", "yaw_rate_error_mean", "fall_rate_mean")},
     }
@@ -267,4 +271,3 @@ def run_frontier_command(out: Path, axes: Sequence[str], budget_name: str, seeds
     print(frontier_markdown(result))
     print(f"wrote {out / 'frontier.json'}, {out / 'frontier.md'}, {out / 'frontier.png'}")
     return 0
-

@@ -101,7 +101,9 @@ def gradient_quality(returns_fn: ReturnsFn, params, settings: GradientSettings) 
     eps = jax.random.normal(eps_key, (settings.samples, settings.directions))  # (M, K)
     slopes = jnp.stack(  # (B, M, W): central differences, common random numbers per batch
         [
-            jnp.stack([value(flat + settings.sigma * basis @ e, k) - value(flat - settings.sigma * basis @ e, k) for e in eps])
+            jnp.stack(
+                [value(flat + settings.sigma * basis @ e, k) - value(flat - settings.sigma * basis @ e, k) for e in eps]
+            )
             for k in batch_keys
         ]
     ) / (2 * settings.sigma)
@@ -113,7 +115,10 @@ def gradient_quality(returns_fn: ReturnsFn, params, settings: GradientSettings) 
     zo_cosine_per_batch = _cosine(jnp.einsum("wbd,dk->wbk", jac, basis), zo_per_batch)  # (W, B)
     pair_cosines = {pair: _cosine(jac[:, pair[0]], jac[:, pair[1]]) for pair in pairs}
     batch_cosine_per_batch = jnp.stack(
-        [jnp.mean(jnp.stack([c for pair, c in pair_cosines.items() if b in pair]), axis=0) for b in range(settings.batches)],
+        [
+            jnp.mean(jnp.stack([c for pair, c in pair_cosines.items() if b in pair]), axis=0)
+            for b in range(settings.batches)
+        ],
         axis=1,
     )  # (W, B)
     out = {

@@ -124,6 +124,7 @@ BUDGETS: dict[str, StudyBudget] = {
     "full": StudyBudget(shac={}, gradients=GradientSettings(), soft_stiffnesses=(2.0e3, 5.0e3, 2.0e4)),
 }
 
+
 class StudyInterrupted(RuntimeError):
     """A training of the study was stopped by SIGINT/SIGTERM (its checkpoint resumes it)."""
 
@@ -256,13 +257,17 @@ def run_contact_study(
     return study
 
 
-def _measured_gradients(path: Path, arms: Sequence[Arm], settings: GradientSettings, gradient_fn: GradientFn, resume: bool) -> dict:
+def _measured_gradients(
+    path: Path, arms: Sequence[Arm], settings: GradientSettings, gradient_fn: GradientFn, resume: bool
+) -> dict:
     """The initial actor's gradient quality per arm. It depends on neither the trainings nor the
     seeds, so resuming reuses each arm measured before with the same task and settings."""
     saved = _saved(path, resume) or {}
     keys = {arm.name: json.loads(json.dumps({"arm": [arm.contact, arm.task], "settings": settings.__dict__}, default=list))
             for arm in arms}  # fmt: skip
-    gradients = {name: entry["gradients"] for name, entry in saved.items() if name in keys and entry["key"] == keys[name]}
+    gradients = {
+        name: entry["gradients"] for name, entry in saved.items() if name in keys and entry["key"] == keys[name]
+    }
     if gradients:
         print(f"study: reusing the gradient measurement of {', '.join(gradients)} in {path}", flush=True)
     missing = [arm for arm in arms if arm.name not in gradients]
@@ -287,7 +292,10 @@ def _trained(run_dir: Path, config, train_fn: TrainFn, resume: bool) -> tuple[di
         history = train_fn(config, resume=resume and (run_dir / CHECKPOINT_NAME).exists())[2]
         if interrupted(config, history):  # SIGINT/SIGTERM: neither evaluate the half-trained policy nor go on
             raise StudyInterrupted(f"{run_dir} stopped at iteration {history[-1]['iteration']}")
-        return {"train_return": _final(history, "eval/episode_return"), "env_steps": _final(history, "env_steps")}, False
+        return {
+            "train_return": _final(history, "eval/episode_return"),
+            "env_steps": _final(history, "env_steps"),
+        }, False
     print(f"study: reusing the finished training in {run_dir}", flush=True)
     return {"train_return": float(summary["episode_return"]), "env_steps": float(summary["env_steps"])}, True
 
@@ -322,18 +330,28 @@ def add_parser(sub) -> None:
         "values with ';'); several --vary are crossed; none: the defaults alone. Again on the same --out, the "
         "sweep grows and finished runs are reused",
     )
-    parser.add_argument("--note", default="", help="frontier: a line recorded with the results (how the runs were timed)")
+    parser.add_argument(
+        "--note", default="", help="frontier: a line recorded with the results (how the runs were timed)"
+    )
     parser.add_argument("--run", metavar="RUN", help="gradients: the SHAC run whose trained actor is measured")
     parser.add_argument(
-        "--batches", type=positive_int, default=8, help="gradients: independent batches behind each interval (default 8)"
+        "--batches",
+        type=positive_int,
+        default=8,
+        help="gradients: independent batches behind each interval (default 8)",
     )
     parser.add_argument("--out", metavar="DIR", required=True, help="study folder (must not hold a study yet)")
     parser.add_argument(
-        "--budget", choices=list(BUDGETS), default="quick", help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: the default SHAC run "
+        "--budget",
+        choices=list(BUDGETS),
+        default="quick",
+        help="quick: ~20-25 min on 2 CPU cores, untrained-quality policies; full: the default SHAC run "
         "for hard, soft at 2e3/5e3/2e4 N/m and smooth, 10 runs of 10-20 min each on 2 CPU cores (about 2.5 h). "
-        "frontier: quick 16k steps a run (a smoke test); full 1.05M steps a run, an evaluation every 65k"
+        "frontier: quick 16k steps a run (a smoke test); full 1.05M steps a run, an evaluation every 65k",
     )
-    parser.add_argument("--seeds", type=positive_int, help="seeds per contact model or frontier point (default 2; frontier quick 1)")
+    parser.add_argument(
+        "--seeds", type=positive_int, help="seeds per contact model or frontier point (default 2; frontier quick 1)"
+    )
     parser.add_argument(
         "--soft-stiffness",
         type=stiffness_list,

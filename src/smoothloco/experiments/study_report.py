@@ -47,7 +47,10 @@ def _value(run: dict, where: str, metric: str) -> float:
 def study_table(runs: list[dict], models: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
     """Mean, std and count over seeds of every column, per contact model."""
     return {
-        m: {col: _stats(_value(r, where, metric) for r in runs if r["model"] == m) for col, where, metric, *_ in TABLE_COLUMNS}
+        m: {
+            col: _stats(_value(r, where, metric) for r in runs if r["model"] == m)
+            for col, where, metric, *_ in TABLE_COLUMNS
+        }
         for m in models
     }
 
@@ -62,10 +65,14 @@ def claims(runs: list[dict], soft_arms: Sequence[str]) -> dict[str, float]:
 
     out = {}
     for name in [*soft_arms, "smooth"]:
-        out[f"{name}_mujoco_lin_vel_error_increase"] = mean(name, "mujoco", "lin_vel_error") - mean(name, "own", "lin_vel_error")
+        out[f"{name}_mujoco_lin_vel_error_increase"] = mean(name, "mujoco", "lin_vel_error") - mean(
+            name, "own", "lin_vel_error"
+        )
         out[f"{name}_mujoco_fall_rate_increase"] = mean(name, "mujoco", "fall_rate") - mean(name, "own", "fall_rate")
     out["hard_learning_gap_return"] = mean("smooth", "", "train_return") - mean("hard", "", "train_return")
-    out["hard_learning_gap_lin_vel_error"] = mean("hard", "own", "lin_vel_error") - mean("smooth", "own", "lin_vel_error")
+    out["hard_learning_gap_lin_vel_error"] = mean("hard", "own", "lin_vel_error") - mean(
+        "smooth", "own", "lin_vel_error"
+    )
     return out
 
 
@@ -100,7 +107,12 @@ def study_markdown(study: dict) -> str:
     ]
     for title, columns in (("Learning and transfer", TABLE_COLUMNS[:CONTACT_COLUMNS]),
                            ("The gait's contact: own simulator and MuJoCo", TABLE_COLUMNS[CONTACT_COLUMNS:])):  # fmt: skip
-        lines += [f"## {title}", "", "| arm | " + " | ".join(c[3] for c in columns) + " |", "|---|" + "---:|" * len(columns)]
+        lines += [
+            f"## {title}",
+            "",
+            "| arm | " + " | ".join(c[3] for c in columns) + " |",
+            "|---|" + "---:|" * len(columns),
+        ]
         for model, cols in study["table"].items():
             lines.append(f"| {model} | " + " | ".join(_fmt(cols[c], scale) for c, *_, scale in columns) + " |")
         lines.append("")
@@ -118,7 +130,10 @@ def _settings(task: dict) -> str:
 def gradient_table(gradients: dict, policy: str) -> list[str]:
     """Markdown lines: gradient quality per contact model and window, with 95 % intervals."""
     lines = [f"## Gradient quality ({policy}; ± 95 % interval over batches)", ""]
-    lines += ["| contact model | window | batch cosine | relative std | cosine with zeroth order |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "| contact model | window | batch cosine | relative std | cosine with zeroth order |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for model, g in gradients.items():
         for i, w in enumerate(g["windows"]):
             lines.append(

@@ -117,4 +117,3 @@ def gait_metrics(traj: metrics.Trajectory, mass: float, settle_seconds: float = 
         "cost_of_transport": metrics.cost_of_transport(traj, mass, settle_seconds),
         "base_speed": metrics.base_speed(traj, settle_seconds),
     }
-

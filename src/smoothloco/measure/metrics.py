@@ -118,7 +118,9 @@ def cost_of_transport(traj: Trajectory, mass: float, settle_seconds: float = 1.0
     command (planar speed >= ``MOVING_SPEED``); NaN if there are none or the robot did not move."""
     if not mass > 0:
         raise ValueError(f"mass must be > 0 kg, got {mass}")
-    walking = settled(traj, settle_seconds) & (np.linalg.norm(np.asarray(traj["command"])[:, :2], axis=1) >= MOVING_SPEED)
+    walking = settled(traj, settle_seconds) & (
+        np.linalg.norm(np.asarray(traj["command"])[:, :2], axis=1) >= MOVING_SPEED
+    )
     speed = _mean(np.linalg.norm(np.asarray(traj["base_lin_vel"])[:, :2], axis=1), walking)
     if not speed > 1e-6:
         return float("nan")

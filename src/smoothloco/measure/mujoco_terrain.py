@@ -28,7 +28,9 @@ def add_terrain(spec: mujoco.MjSpec, terrain: Terrain, extent: float = 10.0, cel
     """
     planes = [g for g in spec.worldbody.geoms if g.type == mujoco.mjtGeom.mjGEOM_PLANE]
     if len(planes) != 1:
-        raise ValueError(f"the model needs exactly one floor plane in its world body for the terrain, has {len(planes)}")
+        raise ValueError(
+            f"the model needs exactly one floor plane in its world body for the terrain, has {len(planes)}"
+        )
     floor = planes[0]
     if isinstance(terrain, Flat):
         return

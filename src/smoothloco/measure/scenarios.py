@@ -100,7 +100,9 @@ def standard_scenarios(
                 out.append(Scenario(name, "push", ((STAND_SECONDS, *c),), PUSH_SECONDS, pushes=(kick,)))
     for friction, mass in mismatches:
         name = f"friction {friction:g}, base mass {mass:+g} kg"
-        out.append(Scenario(name, "mismatch", MISMATCH_SCHEDULE, MISMATCH_SECONDS, friction=friction, added_base_mass=mass))
+        out.append(
+            Scenario(name, "mismatch", MISMATCH_SCHEDULE, MISMATCH_SECONDS, friction=friction, added_base_mass=mass)
+        )
     return tuple(out)
 
 

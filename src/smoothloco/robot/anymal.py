@@ -50,10 +50,7 @@ def _signed(v: tuple[float, float, float], sx: int, sy: int) -> str:
 
 def _inertial(link: Link, sx: int, sy: int) -> str:
     ixx, iyy, izz = link.inertia
-    return (
-        f'<inertial pos="{_signed(link.com_offset, sx, sy)}" mass="{link.mass}" '
-        f'diaginertia="{ixx} {iyy} {izz}"/>'
-    )
+    return f'<inertial pos="{_signed(link.com_offset, sx, sy)}" mass="{link.mass}" diaginertia="{ixx} {iyy} {izz}"/>'
 
 
 def _leg_xml(leg: str) -> str:

@@ -150,7 +150,9 @@ def _position_to_motors(xml: str, actuators: Sequence[int], model: mujoco.MjMode
     MuJoCo, where the PD's torques are generalized forces, a motor at zero control does nothing."""
     spec = mujoco.MjSpec.from_string(xml)
     for actuator in actuators:
-        motor = spec.actuator(model.actuator(actuator).name) if model.actuator(actuator).name else spec.actuators[actuator]
+        motor = (
+            spec.actuator(model.actuator(actuator).name) if model.actuator(actuator).name else spec.actuators[actuator]
+        )
         limit = _torque_limit(model, actuator, "position") / abs(model.actuator_gear[actuator, 0])
         motor.gaintype, motor.biastype = mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtBias.mjBIAS_NONE
         motor.gainprm[:3], motor.biasprm[:3] = [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]

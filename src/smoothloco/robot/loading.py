@@ -192,7 +192,7 @@ def read_mjcf(mjcf: Path) -> str:
         raise RobotSpecError(
             f"mjcf: {mjcf.name} collides with the {element} file {shown(file)} (a {element} used by a geom that "
             "collides); the simulator and the deployed player take primitive collision shapes (sphere, capsule, box, "
-            "cylinder): give that geom contype=\"0\" conaffinity=\"0\" (visual only) and collide with primitives"
+            'cylinder): give that geom contype="0" conaffinity="0" (visual only) and collide with primitives'
         )
     return flat
 

@@ -35,7 +35,10 @@ SENSOR_INPUTS: dict[str, tuple[str, int | None]] = {
     "joint_vel": ("joint velocities (rad/s)", None),
     "base_ang_vel": ("base angular velocity, base frame (rad/s), the IMU's gyroscope", 3),
     "gravity": ("unit gravity direction, base frame (from the IMU's orientation)", 3),
-    "base_lin_vel": ("base linear velocity, base frame (m/s), a state estimator's (an input only of a policy that observes it)", 3),
+    "base_lin_vel": (
+        "base linear velocity, base frame (m/s), a state estimator's (an input only of a policy that observes it)",
+        3,
+    ),
 }
 COMMAND_INPUT = ("command", "commanded vx, vy (m/s, base frame) and yaw rate (rad/s)", 3)
 STATE_INPUT, TARGETS_OUTPUT, NEXT_STATE_OUTPUT = "state", "joint_targets", "next_state"
@@ -58,7 +61,10 @@ CONTRACT_SCHEMA: Schema = {
     # control_dt: the graph's period; sim_dt: the PD's (the simulation step it trained at)
     "timing": {"control_dt": float, "sim_dt": float},
     "termination": {
-        "min_base_height": float, "max_tilt_deg": float, "min_knee_height": float, "knee_bodies": list[str]
+        "min_base_height": float,
+        "max_tilt_deg": float,
+        "min_knee_height": float,
+        "knee_bodies": list[str],
     },
     "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list[str], "initial_base_height": float},
     # recorded inputs, states and outputs of the controller, to check a port against
@@ -139,8 +145,6 @@ def _number_list(values: list, size: int, name: str, above: float | None = None)
     if above is not None and not np.all(out > above):
         raise PolicyContractError(f"policy.json: {name} must hold numbers > {above:g}, got {_shown(values)}")
     return out
-
-
 
 
 class Contract:
@@ -299,7 +303,6 @@ class Contract:
             raise PolicyContractError(
                 f"timing: control_dt {self.control_dt} is not a whole number of sim_dt {self.sim_dt}"
             )
-
 
     @property
     def mass(self) -> float:

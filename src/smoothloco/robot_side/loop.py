@@ -21,7 +21,9 @@ class Controller:
     def __init__(self, contract: Contract):
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # a small graph: threads cost more than they save
-        self.session = onnxruntime.InferenceSession(str(contract.onnx_file), options, providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(
+            str(contract.onnx_file), options, providers=["CPUExecutionProvider"]
+        )
         self.sensors = contract.inputs[:-2]  # the sensor inputs, in the graph's order
         self.state = np.zeros(contract.state_size, np.float32)
 

@@ -39,7 +39,9 @@ def empty_trajectory(steps: int, joints: int, feet: int) -> dict[str, np.ndarray
     }
 
 
-def record(traj: dict, k: int, contract: Contract, model: mujoco.MjModel, data: mujoco.MjData, torque: np.ndarray, fallen: bool) -> None:
+def record(
+    traj: dict, k: int, contract: Contract, model: mujoco.MjModel, data: mujoco.MjData, torque: np.ndarray, fallen: bool
+) -> None:
     """Row ``k`` of ``traj``: the state in ``data`` and the torque applied then."""
     slip, depth = foot_contacts(contract, model, data)
     traj["base_pos"][k] = data.qpos[0:3]

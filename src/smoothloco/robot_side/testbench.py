@@ -55,6 +55,7 @@ MAX_BENCH_DT = 0.005  # s, the coarsest step the bench takes (the default traini
 SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 IMPRATIO = 100.0
 
+
 def stiff_contact(model: mujoco.MjModel, sim_dt: float) -> None:
     """Give ``model`` the player's step and stiff contact (the module docstring says why)."""
     model.opt.timestep = sim_dt
@@ -145,7 +146,11 @@ class Player(Contract):
         return qpos
 
     def model(
-        self, friction: float | None = None, added_base_mass: float = 0.0, bumps: float = 0.0, ground: Ground | None = None
+        self,
+        friction: float | None = None,
+        added_base_mass: float = 0.0,
+        bumps: float = 0.0,
+        ground: Ground | None = None,
     ) -> mujoco.MjModel:
         """A copy of the simulation model with ground friction set, mass added to the base and,
         with ``bumps`` (m), the bumpy ground of ``Imperfections.bumps``, or ``ground``'s model."""
@@ -226,7 +231,9 @@ class Player(Contract):
         steps = max(1, round(seconds / self.control_dt))
         times = np.arange(steps) * self.control_dt
         if callable(commands):
-            schedule = np.array([_numbers(commands(k, t), 3, "command (vx, vy, yaw_rate)") for k, t in enumerate(times)])
+            schedule = np.array(
+                [_numbers(commands(k, t), 3, "command (vx, vy, yaw_rate)") for k, t in enumerate(times)]
+            )
         else:
             schedule = command_schedule(commands, times)
         traj = {"time": times, "command": schedule, **empty_trajectory(steps, len(self.dof_ids), len(self.foot_geoms))}
@@ -290,7 +297,9 @@ class Player(Contract):
         if not (math.isfinite(imperfections.motor_strength) and imperfections.motor_strength > 0):
             raise ValueError(f"motor_strength must be > 0, got {imperfections.motor_strength}")
         if imperfections.motor_envelope and self.velocity_limit is None:
-            raise ValueError("motor_envelope: policy.json states no torque-speed envelope (motors.velocity_limit is empty)")
+            raise ValueError(
+                "motor_envelope: policy.json states no torque-speed envelope (motors.velocity_limit is empty)"
+            )
         return model
 
     def _torque(self, data: mujoco.MjData, target: np.ndarray, strength: float, envelope: bool) -> np.ndarray:

@@ -74,7 +74,9 @@ def dynamics_errors(robot: RobotSpec, states: int = 3, seed: int = 0) -> dict[st
         mass = np.zeros((model.nv, model.nv))
         mujoco.mj_fullM(model, data, mass)
         dyn = dynamics(tree, jnp.asarray(q, jnp.float32), jnp.asarray(v, jnp.float32))
-        linear, _ = point_jacobians(tree, dyn.frames, model.geom_bodyid[feet], jnp.asarray(data.geom_xpos[feet], jnp.float32))
+        linear, _ = point_jacobians(
+            tree, dyn.frames, model.geom_bodyid[feet], jnp.asarray(data.geom_xpos[feet], jnp.float32)
+        )
         reference = np.zeros((len(feet), 3, model.nv))
         for i, geom in enumerate(feet):
             mujoco.mj_jacGeom(model, data, reference[i], None, geom)

@@ -156,9 +156,7 @@ def _column_moments(tree: RigidTree, f: Frames, origin: jax.Array) -> tuple[jax.
     return axis, moment
 
 
-def point_jacobians(
-    tree: RigidTree, f: Frames, bodies: np.ndarray, points: jax.Array
-) -> tuple[jax.Array, jax.Array]:
+def point_jacobians(tree: RigidTree, f: Frames, bodies: np.ndarray, points: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Linear (n, 3, nv) and angular (n, 3, nv) Jacobians of world ``points`` (n, 3) fixed to ``bodies``.
 
     Column k at p is ω_k × p + μ_k (``_column_moments``), computed as one product with the skew

@@ -225,7 +225,9 @@ def _foot_contacts(sim: Sim, dyn: Dynamics) -> tuple[jax.Array, jax.Array]:
     return gaps, jac.reshape(-1, jac.shape[-1])
 
 
-def step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Array | float = DEFAULT_SHARPNESS) -> tuple[SimState, StepInfo]:
+def step(
+    sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Array | float = DEFAULT_SHARPNESS
+) -> tuple[SimState, StepInfo]:
     """Advance one step of ``sim.dt`` with PD control toward ``joint_target``.
 
     ``sharpness`` (1/m) sets the ``smooth`` model's sigmoid and may change between calls
@@ -249,7 +251,9 @@ _KEPT_FOR_REVERSE = jax.checkpoint_policies.save_only_these_names(SPD_FACTOR, SP
 
 
 @partial(jax.checkpoint, policy=_KEPT_FOR_REVERSE)
-def _step(sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Array | float) -> tuple[SimState, StepInfo]:
+def _step(
+    sim: Sim, state: SimState, joint_target: jax.Array, sharpness: jax.Array | float
+) -> tuple[SimState, StepInfo]:
     h = sim.dt
     q_mid = integrate_positions(state.q, state.v, 0.5 * h)
     dyn = dynamics(sim.tree, q_mid, state.v)

@@ -131,7 +131,9 @@ class Ramp(HeightField):
         if not (math.isfinite(self.degrees) and abs(self.degrees) < 90.0):
             raise ValueError(f"a ramp's angle must be finite and less than 90 degrees either way, got {self.degrees}")
         if not (math.isfinite(self.start) and math.isfinite(self.length) and self.length > 0):
-            raise ValueError(f"a ramp needs a finite start and a length > 0 m, got start {self.start}, length {self.length}")
+            raise ValueError(
+                f"a ramp needs a finite start and a length > 0 m, got start {self.start}, length {self.length}"
+            )
 
     def __call__(self, xy: jax.Array) -> jax.Array:
         rise = math.tan(math.radians(self.degrees))
@@ -261,7 +263,12 @@ FOOTING = 0.1
 
 
 def stairs(
-    rise: float = 0.15, run: float = 0.3, steps: int = 4, landing: float = 1.0, start: float = 1.0, width: float = 20.0,
+    rise: float = 0.15,
+    run: float = 0.3,
+    steps: int = 4,
+    landing: float = 1.0,
+    start: float = 1.0,
+    width: float = 20.0,
     blend: float = Boxes.blend,
 ) -> Boxes:
     """A staircase across x: ``steps`` steps up (``rise`` m high, ``run`` m treads) from x =
@@ -273,8 +280,14 @@ def stairs(
                          f"landing {landing}, width {width}, steps {steps}, start {start}")  # fmt: skip
     top = start + (steps - 1) * run + 0.5 * landing  # the middle of the landing
     boxes = tuple(
-        (top, 0.0, 0.5 * (level * rise - FOOTING),  # centre
-         0.5 * landing + (steps - level) * run, 0.5 * width, 0.5 * (level * rise + FOOTING))  # half sizes
+        (
+            top,
+            0.0,
+            0.5 * (level * rise - FOOTING),  # centre
+            0.5 * landing + (steps - level) * run,
+            0.5 * width,
+            0.5 * (level * rise + FOOTING),
+        )  # half sizes
         for level in range(1, steps + 1)
     )
     return Boxes(boxes, blend)

@@ -375,9 +375,13 @@ class VelocityTaskConfig:
         if unknown:
             raise ValueError(f"unknown reward terms {sorted(unknown)}; accepted: {', '.join(DEFAULT_REWARD_WEIGHTS)}")
         if not self.velocity_error_window >= 0:
-            raise ValueError(f"velocity_error_window must be >= 0 s (0: not observed), got {self.velocity_error_window}")
+            raise ValueError(
+                f"velocity_error_window must be >= 0 s (0: not observed), got {self.velocity_error_window}"
+            )
         if isinstance(self.obs_history, bool) or not (isinstance(self.obs_history, int) and self.obs_history >= 1):
-            raise ValueError(f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}")
+            raise ValueError(
+                f"obs_history must be a whole number of frames >= 1 (1: no history), got {self.obs_history}"
+            )
         try:
             self.ground
         except (TypeError, ValueError) as exc:
@@ -434,6 +438,9 @@ class VelocityTaskConfig:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            out[f.name] = {g.name: getattr(value, g.name) for g in fields(value)} if hasattr(value, "__dataclass_fields__") else value
+            out[f.name] = (
+                {g.name: getattr(value, g.name) for g in fields(value)}
+                if hasattr(value, "__dataclass_fields__")
+                else value
+            )
         return out
-

@@ -141,7 +141,9 @@ class ControllerConfig:
     trim_restart: float  # command change (norm, m/s and rad/s) that restarts the trim
 
     @classmethod
-    def from_task(cls, config: VelocityTaskConfig, robot: RobotSpec, closed_loop: bool | None = None) -> ControllerConfig:
+    def from_task(
+        cls, config: VelocityTaskConfig, robot: RobotSpec, closed_loop: bool | None = None
+    ) -> ControllerConfig:
         """The controller of ``config``'s task on ``robot``; ``closed_loop`` (default: the task's
         ``velocity_trim.closed_loop``) says whether the trim runs, as it does when deployed."""
         trim = config.velocity_trim
@@ -153,7 +155,9 @@ class ControllerConfig:
             control_dt=config.control_dt,
             action_scale=config.action_scale,
             default_pose=np.asarray(robot.default_pose, np.float32),
-            swing_offsets=(gait.swing_offsets(robot, config.gait.hip_amplitude) * config.gait.generator).astype(np.float32),
+            swing_offsets=(gait.swing_offsets(robot, config.gait.hip_amplitude) * config.gait.generator).astype(
+                np.float32
+            ),
             gait_frequency=config.gait.frequency,
             hide_clock_when_standing=config.gait.hide_clock_when_standing,
             recovery_speed=config.gait.recovery_speed,
@@ -221,7 +225,9 @@ def clock_observation(config: ControllerConfig, phase: jax.Array, rest: jax.Arra
     return jnp.where(rest, 0.0, clock) if config.hide_clock_when_standing else clock
 
 
-def velocity_error_update(config: ControllerConfig, sensors: Sensors, command: jax.Array, average: jax.Array) -> jax.Array:
+def velocity_error_update(
+    config: ControllerConfig, sensors: Sensors, command: jax.Array, average: jax.Array
+) -> jax.Array:
     """The average velocity error one control period on (time constant ``velocity_error_window``)."""
     if config.velocity_error_window == 0:
         return average
@@ -244,7 +250,9 @@ def trim_update(config: ControllerConfig, command: jax.Array, state: ControllerS
     steps = jnp.where(new, 0.0, jnp.minimum(state.trim_steps + 1.0, config.trim_hold_steps))
     trim = jnp.where(new, 0.0, state.trim)
     average = state.error_average
-    moving = ~standing(command) & (steps >= config.trim_hold_steps) & (jnp.linalg.norm(average[:2]) <= config.trim_freeze)
+    moving = (
+        ~standing(command) & (steps >= config.trim_hold_steps) & (jnp.linalg.norm(average[:2]) <= config.trim_freeze)
+    )
     integrated = jnp.clip(trim + config.trim_rate * config.control_dt * average, -config.trim_limit, config.trim_limit)
     return state._replace(
         trim=jnp.where(moving, integrated, trim),

@@ -53,9 +53,13 @@ def set_physics(sim: Sim, friction: jax.Array, added_base_mass: jax.Array) -> tu
     ``randomize`` form; the other parameters stay nominal. For scripted evaluations."""
     friction, added = jnp.asarray(friction, sim.friction.dtype), jnp.asarray(added_base_mass, sim.friction.dtype)
     if friction.ndim != 1 or friction.shape != added.shape:
-        raise ValueError(f"friction and added_base_mass must be (n,) arrays of one length, got {friction.shape}, {added.shape}")
+        raise ValueError(
+            f"friction and added_base_mass must be (n,) arrays of one length, got {friction.shape}, {added.shape}"
+        )
     body_mass = sim.tree.body_mass
-    return _batched(sim, {"body_mass": jnp.tile(body_mass, (friction.shape[0], 1)).at[:, 1].add(added), "friction": friction})
+    return _batched(
+        sim, {"body_mass": jnp.tile(body_mass, (friction.shape[0], 1)).at[:, 1].add(added), "friction": friction}
+    )
 
 
 def _batched(sim: Sim, values: dict[str, jax.Array]) -> tuple[Sim, Sim]:
@@ -67,7 +71,5 @@ def _batched(sim: Sim, values: dict[str, jax.Array]) -> tuple[Sim, Sim]:
         tree=sim.tree.replace(**{k: values[k] for k in tree_keys}), **{k: values[k] for k in sim_keys}
     )
     in_axes = jax.tree.map(lambda _: None, sim)
-    in_axes = in_axes.replace(
-        tree=in_axes.tree.replace(**{k: 0 for k in tree_keys}), **{k: 0 for k in sim_keys}
-    )
+    in_axes = in_axes.replace(tree=in_axes.tree.replace(**{k: 0 for k in tree_keys}), **{k: 0 for k in sim_keys})
     return batched, in_axes

@@ -131,7 +131,9 @@ class VelocityTask(Env):
     def step(self, state: State, action: jax.Array) -> State:
         return self.step_with_contact(state, action)[0]
 
-    def step_with_contact(self, state: State, action: jax.Array, kick: jax.Array | None = None) -> tuple[State, StepInfo]:
+    def step_with_contact(
+        self, state: State, action: jax.Array, kick: jax.Array | None = None
+    ) -> tuple[State, StepInfo]:
         """``step`` that also returns the contact of its last simulation step (torques, foot
         velocities, gaps), for evaluation. ``kick`` (m/s, world x/y) is a scripted push added to
         the base velocity where random pushes land: after the physics, before the observation."""
@@ -250,7 +252,13 @@ class VelocityTask(Env):
         return physics, info
 
     def _reward_inputs(
-        self, physics: SimState, info: dict, contact: StepInfo, action: jax.Array, last_action: jax.Array, phase: jax.Array
+        self,
+        physics: SimState,
+        info: dict,
+        contact: StepInfo,
+        action: jax.Array,
+        last_action: jax.Array,
+        phase: jax.Array,
     ):
         quat = physics.q[3:7]
         lin_vel = rotate_inverse(quat, physics.v[:3])

@@ -79,7 +79,12 @@ class PPOConfig:
     def __post_init__(self) -> None:
         require_finite("ppo", self)
         for name in (
-            "num_envs", "unroll_length", "num_minibatches", "num_updates_per_batch", "iterations", "episode_length"
+            "num_envs",
+            "unroll_length",
+            "num_minibatches",
+            "num_updates_per_batch",
+            "iterations",
+            "episode_length",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ppo.{name} must be >= 1, got {getattr(self, name)}")
@@ -163,8 +168,10 @@ def wrap_for_training(full_reset: bool) -> Callable | None:
         return None
 
     def wrap(env, episode_length: int, action_repeat: int, randomization_fn: Callable | None = None) -> envs.Env:
-        env = training.VmapWrapper(env) if randomization_fn is None else training.DomainRandomizationVmapWrapper(
-            env, randomization_fn
+        env = (
+            training.VmapWrapper(env)
+            if randomization_fn is None
+            else training.DomainRandomizationVmapWrapper(env, randomization_fn)
         )
         return FullResetWrapper(training.EpisodeWrapper(env, episode_length, action_repeat))
 

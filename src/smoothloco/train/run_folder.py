@@ -36,8 +36,7 @@ class RunAlreadyFinished(RuntimeError):
     def __init__(self, run_dir: Path, iteration: int) -> None:
         self.run_dir, self.iteration = run_dir, iteration
         super().__init__(
-            f"{run_dir} already finished at iteration {iteration}; "
-            f"pass --shac.iterations M > {iteration} to extend it"
+            f"{run_dir} already finished at iteration {iteration}; pass --shac.iterations M > {iteration} to extend it"
         )
 
 

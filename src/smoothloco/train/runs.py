@@ -268,7 +268,9 @@ def _load_shac_policy(config: TrainConfig, raw: dict, ckpt_path: Path) -> tuple[
     task = VelocityTask(config.task)
     actor = Actor(c.actor_hidden, task.action_size, c.init_log_std)
     size = task.observation_size
-    obs = {k: np.zeros(v, np.float32) for k, v in size.items()} if isinstance(size, dict) else np.zeros(size, np.float32)
+    obs = (
+        {k: np.zeros(v, np.float32) for k, v in size.items()} if isinstance(size, dict) else np.zeros(size, np.float32)
+    )
     actor_template = actor.init(jax.random.PRNGKey(0), actor_obs(obs))
     normalizer_template = running_statistics.init_state(jax.tree.map(lambda x: specs.Array(x.shape, np.float32), obs))
     train_state = raw["0"]  # the checkpoint is (train_state, env_state)

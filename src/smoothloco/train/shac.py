@@ -180,8 +180,12 @@ class SHAC:
         grads, env_grad_norms = clipped_sum(per_env_grads, c.env_grad_clip, c.env_grad_trim)
         actor_params, actor_opt, actor_ok = _guarded_step(self.actor_optimizer, grads, ts.actor_params, ts.actor_opt)
 
-        targets = td_lambda_targets(traj["reward"], traj["next_value"], traj["done"], traj["truncation"], c.gamma, c.td_lambda)
-        critic_params, critic_opt, critic_loss, critic_ok = self._fit_critic(ts, traj["critic_obs"], targets, critic_key)
+        targets = td_lambda_targets(
+            traj["reward"], traj["next_value"], traj["done"], traj["truncation"], c.gamma, c.td_lambda
+        )
+        critic_params, critic_opt, critic_loss, critic_ok = self._fit_critic(
+            ts, traj["critic_obs"], targets, critic_key
+        )
         alpha = c.target_critic_alpha
         target = jax.tree.map(lambda t, p: alpha * t + (1 - alpha) * p, ts.target_critic_params, critic_params)
 

@@ -27,7 +27,9 @@ def write_missing_summary(run_dir: Path) -> None:
     write_summary(run_dir, run.config, history, evaluation, history[0]["wall_s"])  # row 1's clock: the first iteration
 
 
-def write_summary(run_dir: Path, config: TrainConfig, history: list[dict], evaluation: dict, first_iteration_s: float) -> None:
+def write_summary(
+    run_dir: Path, config: TrainConfig, history: list[dict], evaluation: dict, first_iteration_s: float
+) -> None:
     """The summary files of a run that trained to its last iteration: ``history`` is the whole
     run's metrics rows, ``evaluation`` the grid evaluation of its final policy."""
     last = history[-1]
@@ -73,8 +75,11 @@ def write_summary(run_dir: Path, config: TrainConfig, history: list[dict], evalu
     ]
     lines += rows
     if any("–" in row for row in rows):
-        lines += ["", "–: nothing to measure (cost of transport needs a walking command, air time and clearance a "
-                      "completed swing)."]
+        lines += [
+            "",
+            "–: nothing to measure (cost of transport needs a walking command, air time and clearance a "
+            "completed swing).",
+        ]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     _plot(run_dir, history)
     (run_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=2))  # last: the run is complete
