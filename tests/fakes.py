@@ -80,7 +80,7 @@ def write_untrained_run(
     """A run folder as ``train`` leaves it, holding the initial parameters (no training) under
     the iteration counter ``iteration``; its environment state is zeros (``ZeroResets``)."""
     config = TrainConfig(shac=shac, task=task or VelocityTaskConfig())
-    algo = SHAC(ZeroResets(make_env(VelocityTask(config.task), shac.num_envs, shac.episode_length)), shac)
+    algo = SHAC(ZeroResets(make_env(VelocityTask(config.task), shac.episode_length)), shac)
     train_state, env_state = jax.jit(algo.init)(jax.random.PRNGKey(seed))
     train_state = train_state.replace(iteration=train_state.iteration + iteration)
     run_dir.mkdir(parents=True)

@@ -25,7 +25,7 @@ CONFIG = SHACConfig(
 
 def updates(lose_at: int | None = None) -> dict:
     """The actor and critic parameters after ``CONFIG.iterations`` updates over the job's devices."""
-    shac = SHAC(make_env(PointMassTracking(), CONFIG.num_envs, CONFIG.episode_length), CONFIG)
+    shac = SHAC(make_env(PointMassTracking(), CONFIG.episode_length), CONFIG)
     shardings = (replicated(), batch_sharding())
     ts, env_state = jax.jit(shac.init, out_shardings=shardings)(jax.random.PRNGKey(0))
     update = jax.jit(shac.update, out_shardings=(*shardings, replicated()))

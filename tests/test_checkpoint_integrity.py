@@ -96,7 +96,7 @@ def shac_run(tmp_path_factory):
     """An untrained SHAC run folder (as ``train`` leaves one) and its (train_state, env_state)."""
     run = tmp_path_factory.mktemp("integrity") / "run"
     config = TrainConfig(shac=SHAC_TINY)
-    algo = SHAC(make_env(VelocityTask(config.task), SHAC_TINY.num_envs, SHAC_TINY.episode_length), SHAC_TINY)
+    algo = SHAC(make_env(VelocityTask(config.task), SHAC_TINY.episode_length), SHAC_TINY)
     state = jax.device_get(jax.jit(algo.init)(jax.random.PRNGKey(0)))
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps(config.to_dict()))

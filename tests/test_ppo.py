@@ -35,7 +35,7 @@ def test_ppo_and_shac_see_the_same_observations_rewards_and_dones():
     # The environment exactly as Brax's ppo.train builds it (its private helper, so that a change
     # in how Brax wraps shows up here), and as SHAC's runner builds it, with the same parameters.
     ppo_env = brax_ppo._maybe_wrap_env(task, True, N, EPISODE, 1, 1, key_env, None, rand)
-    shac_env = make_env(task, N, EPISODE, lambda sys: rand(sys, rng=jax.random.split(key_env, N)))
+    shac_env = make_env(task, EPISODE, lambda sys: rand(sys, rng=jax.random.split(key_env, N)))
     actions = 0.5 * jax.random.normal(jax.random.PRNGKey(1), (STEPS, N, 12))
 
     @jax.jit

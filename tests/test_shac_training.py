@@ -29,7 +29,7 @@ def algo(request):
     else:
         no_pushes, fixed = PushConfig(enabled=False), RandomizationConfig(enabled=False)
         task = VelocityTask(VelocityTaskConfig(pushes=no_pushes, randomization=fixed))
-    shac = SHAC(make_env(task, CONFIG.num_envs, CONFIG.episode_length), CONFIG)
+    shac = SHAC(make_env(task, CONFIG.episode_length), CONFIG)
     return shac, jax.jit(shac.init), jax.jit(shac.update)
 
 
@@ -64,8 +64,8 @@ def test_shac_improves_return():
     states. Measured on this machine over seeds 0-4: 0.07-0.10 before and 0.89-0.93 after 40
     iterations (gains 0.80-0.85); the threshold asks for less than half the smallest gain."""
     task = PointMassTracking()
-    shac = SHAC(make_env(task, CONFIG.num_envs, CONFIG.episode_length), CONFIG)
-    evaluation_env = make_env(task, 64, 64)
+    shac = SHAC(make_env(task, CONFIG.episode_length), CONFIG)
+    evaluation_env = make_env(task, 64)
     update = jax.jit(shac.update)
     ts, env_state = _on_all_devices(*jax.jit(shac.init)(jax.random.PRNGKey(0)))
     before = _deterministic_return(shac, ts, evaluation_env)

@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass
 import jax
 import jax.numpy as jnp
 from brax import envs
-from brax.envs.wrappers import training
 from brax.training.agents.ppo import networks as ppo_networks
 from flax import linen
 
 from smoothloco.tasks import VelocityTaskConfig, randomize
+from smoothloco.train.shac import make_env, where_done
 from smoothloco.validation import require_finite, setting
 
 
@@ -145,20 +145,11 @@ class FullResetWrapper(envs.Wrapper):
             state.info.update(steps=jnp.where(state.done, jnp.zeros_like(state.info["steps"]), state.info["steps"]))
         keys = jax.vmap(jax.random.split)(state.info["reset_key"])
         stepped = self.env.step(state.replace(done=jnp.zeros_like(state.done)), action)
+        stepped.info["reset_key"] = keys[:, 0]
         fresh = self.env.reset(keys[:, 1])
         fresh.info.update(reset_key=keys[:, 0], truncation=stepped.info["truncation"])
-        stepped.info["reset_key"] = keys[:, 0]
-
-        def pick(new, old):
-            done = stepped.done.reshape((-1,) + (1,) * (old.ndim - 1))
-            return jnp.where(done > 0, new, old)
-
-        info = jax.tree.map(pick, fresh.info, stepped.info)
-        return stepped.replace(
-            pipeline_state=jax.tree.map(pick, fresh.pipeline_state, stepped.pipeline_state),
-            obs=jax.tree.map(pick, fresh.obs, stepped.obs),
-            info=info,
-        )
+        kept = fresh.replace(done=stepped.done, reward=stepped.reward, metrics=stepped.metrics)
+        return where_done(stepped.done, kept, stepped)
 
 
 def wrap_for_training(full_reset: bool) -> Callable | None:
@@ -168,11 +159,8 @@ def wrap_for_training(full_reset: bool) -> Callable | None:
         return None
 
     def wrap(env, episode_length: int, action_repeat: int, randomization_fn: Callable | None = None) -> envs.Env:
-        env = (
-            training.VmapWrapper(env)
-            if randomization_fn is None
-            else training.DomainRandomizationVmapWrapper(env, randomization_fn)
-        )
-        return FullResetWrapper(training.EpisodeWrapper(env, episode_length, action_repeat))
+        if action_repeat != 1:
+            raise ValueError(f"the full reset wraps one control step per action, got action_repeat {action_repeat}")
+        return FullResetWrapper(make_env(env, episode_length, randomization_fn))
 
     return wrap

@@ -270,12 +270,7 @@ class SHAC:
         """Fresh episodes where ``done``, at the training's progress; the reset cuts the gradient
         (nothing flows from it)."""
         fresh = self._with_progress(self.env.reset(jax.random.split(key, self.config.num_envs)), progress)
-
-        def pick(new, old):
-            done = state.done.reshape((-1,) + (1,) * (old.ndim - 1))
-            return jnp.where(done > 0, new, old)
-
-        return jax.tree.map(pick, fresh, state)
+        return where_done(state.done, fresh, state)
 
     def _fit_critic(self, ts: TrainState, obs, targets: jax.Array, key: jax.Array):
         c = self.config
@@ -375,7 +370,16 @@ def _guarded_normalizer_update(normalizer: running_statistics.RunningStatisticsS
     return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, normalizer), ok
 
 
-def make_env(task: envs.Env, num_envs: int, episode_length: int, randomization_fn: Callable | None = None) -> envs.Env:
+def where_done(done: jax.Array, fresh, old):
+    """``fresh`` (a pytree batched like ``old``) in the environments where ``done``, else ``old``."""
+
+    def pick(new, kept):
+        return jnp.where(done.reshape((-1,) + (1,) * (kept.ndim - 1)) > 0, new, kept)
+
+    return jax.tree.map(pick, fresh, old)
+
+
+def make_env(task: envs.Env, episode_length: int, randomization_fn: Callable | None = None) -> envs.Env:
     """Vmapped (optionally domain-randomized) and episode-wrapped, without Brax's auto-reset,
     so the pre-reset observation stays available for truncation bootstrapping."""
     if randomization_fn is None:

@@ -32,7 +32,7 @@ def train_shac(config: TrainConfig, log: RunLog, ckpt_path: Path, resume: bool) 
     if config.task.randomization.enabled:
         keys = jax.random.split(jax.random.PRNGKey(c.seed + 1), c.num_envs)
         rand_fn = functools.partial(randomize, rng=keys, config=config.task.randomization)
-    algo = SHAC(make_env(task, c.num_envs, c.episode_length, rand_fn), c)
+    algo = SHAC(make_env(task, c.episode_length, rand_fn), c)
     make_policy = make_policy_factory(algo.actor)
 
     # The state lives where the update computes: parameters replicated, environments split over
