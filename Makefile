@@ -3,7 +3,8 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# uv installs the locked packages in seconds where pip takes about a minute.
+# uv installs the locked packages in seconds where pip takes about a minute; it compiles their
+# bytecode at install, as pip does (else every first import in the tests compiles it).
 UV_VERSION := 0.13.9
 
 .PHONY: train test test-slow bench venv clean render-libs
@@ -12,7 +13,7 @@ $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or set PYTHON=...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c requirements.lock -e ".[test]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c requirements.lock -e ".[test]"
 	touch $(STAMP)
 
 venv: $(STAMP)
