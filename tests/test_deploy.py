@@ -29,7 +29,7 @@ from smoothloco.robot_side import loop
 from smoothloco.robot_side.contract import CONTRACT_VERSION, PolicyContractError
 from smoothloco.robot_side.loop import control_loop
 from smoothloco.robot_side.testbench import Player, SimulatedRobot
-from smoothloco.tasks import GaitConfig, VelocityTask, VelocityTaskConfig, controller
+from smoothloco.tasks import GaitConfig, HeightScanConfig, VelocityTask, VelocityTaskConfig, controller
 from smoothloco.train.runs import load_run
 from smoothloco.train.shac import SHACConfig
 
@@ -60,8 +60,12 @@ def run_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def go2_run_dir(tmp_path_factory) -> Path:
-    """The Go2, without the average velocity error (the ANYmal run observes it, as by default)."""
-    return _exported_untrained_run(tmp_path_factory.mktemp("deploy-go2"), "go2", velocity_error_window=0.0)
+    """The Go2, without the average velocity error (the ANYmal run observes it, as by default),
+    with a height scan of 3 x 2 points."""
+    scan = HeightScanConfig(x=(-0.1, 0.2, 0.4), y=(-0.1, 0.1))
+    return _exported_untrained_run(
+        tmp_path_factory.mktemp("deploy-go2"), "go2", velocity_error_window=0.0, height_scan=scan
+    )
 
 
 @pytest.fixture(scope="module")
@@ -94,9 +98,12 @@ def test_export_writes_the_contract(run_fixture: str, request):
     assert contract["robot"]["model_hash"] == robot.model_hash
     inputs = [(i["name"], i["size"]) for i in contract["controller"]["inputs"]]
     velocity = [("base_lin_vel", 3)] if task.observe_base_lin_vel else []
+    points = [list(p) for p in task.height_scan.points]
+    scan = [("height_scan", len(points))] if points else []
     state_size = sum(controller.state_sizes(deployed_controller(VelocityTask(task))).values())
-    expected = [("joint_pos", 12), ("joint_vel", 12), ("base_ang_vel", 3), ("gravity", 3), *velocity, ("command", 3)]
-    assert inputs == [*expected, ("state", state_size)] and contract["controller"]["state_size"] == state_size
+    expected = [("joint_pos", 12), ("joint_vel", 12), ("base_ang_vel", 3), ("gravity", 3), *velocity, *scan]
+    assert inputs == [*expected, ("command", 3), ("state", state_size)]
+    assert contract["controller"]["state_size"] == state_size and contract["height_scan"]["points"] == points
     assert contract["joints"]["names"] == list(robot.joint_names)
     np.testing.assert_allclose(contract["joints"]["torque_limit"], robot.torque_limit, rtol=1e-6)  # float32
     assert contract["source"]["onnx_max_abs_error"] <= 1e-5
@@ -231,7 +238,7 @@ def test_bench_times_the_exported_step_as_a_robot_calls_it(run_dir: Path, capsys
 
 
 def _old_contract(c: dict) -> None:
-    c["version"] = 8
+    c["version"] = CONTRACT_VERSION - 1
 
 
 @pytest.mark.parametrize(
@@ -251,7 +258,19 @@ def _old_contract(c: dict) -> None:
             "model hash mismatch.*expects robot.model_hash 0123456789abcdef",
         ),
         (lambda c: c["joints"].update(kp=[80.0] * 11), "joints.kp must hold 12 finite numbers"),
-        (_old_contract, "version 8; this reader reads 'smoothloco-policy' version 9.*export the run again"),
+        (
+            _old_contract,
+            f"version {CONTRACT_VERSION - 1}; this reader reads 'smoothloco-policy' version {CONTRACT_VERSION}.*export "
+            "the run again",
+        ),
+        (
+            lambda c: c["height_scan"].update(points=[[0.1], [0.2, 0.0]]),
+            r"height_scan.points must be a list of \[x, y\] pairs of finite numbers",
+        ),
+        (
+            lambda c: c["height_scan"].update(points=[[0.1, 0.0]]),
+            "height_scan.points lists 1 points, but no controller input reads the height scan",
+        ),
     ],
     ids=[
         "input-size",
@@ -263,6 +282,8 @@ def _old_contract(c: dict) -> None:
         "model-hash",
         "gains",
         "old-version",
+        "scan-points",
+        "scan-without-input",
     ],  # fmt: skip
 )
 def test_player_refuses_a_mismatched_contract(run_dir: Path, tmp_path: Path, edit, message: str):

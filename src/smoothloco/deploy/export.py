@@ -64,8 +64,9 @@ def deployed_controller(task: VelocityTask) -> controller.ControllerConfig:
 
 def sensor_inputs(task: VelocityTask) -> tuple[str, ...]:
     """The graph's sensor inputs: all of ``robot_side.contract.SENSOR_INPUTS`` but the base
-    velocity for a policy that does not observe it."""
-    return tuple(s for s in robot_contract.SENSOR_INPUTS if s != "base_lin_vel" or task.config.observe_base_lin_vel)
+    velocity for a policy that does not observe it and the height scan for a blind one."""
+    read = {"base_lin_vel": task.config.observe_base_lin_vel, "height_scan": bool(task.config.height_scan.points)}
+    return tuple(s for s in robot_contract.SENSOR_INPUTS if read.get(s, True))
 
 
 def network(run: LoadedRun) -> controller.Network:
@@ -96,7 +97,8 @@ def controller_function(run: LoadedRun, task: VelocityTask) -> tuple[Callable, l
         targets, state = apply(controller.Sensors(**readings), command, state)
         return targets, controller.flatten_state(state)
 
-    sizes = {name: n if size is None else size for name, (_, size) in robot_contract.SENSOR_INPUTS.items()}
+    per_kind = {None: n, robot_contract.SCAN_SIZE: len(task.config.height_scan.points)}
+    sizes = {name: per_kind.get(size, size) for name, (_, size) in robot_contract.SENSOR_INPUTS.items()}
     names = [*sensors, robot_contract.COMMAND_INPUT[0], robot_contract.STATE_INPUT]
     state_size = sum(controller.state_sizes(config).values())
     return step, names, [*(sizes[s] for s in sensors), robot_contract.COMMAND_INPUT[2], state_size]
@@ -205,6 +207,7 @@ def contract(
             "min_knee_height": cfg.min_knee_height,
             "knee_bodies": list(robot.knee_bodies),
         },
+        "height_scan": {"points": [list(point) for point in cfg.height_scan.points]},
         "robot": {
             "file": "robot.xml",
             "model_hash": robot.model_hash,

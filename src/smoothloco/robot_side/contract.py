@@ -25,12 +25,14 @@ import onnxruntime
 
 CONTRACT_FORMAT = "smoothloco-policy"
 # 9: the controller graph (sensors, command, state -> joint targets, state) replaces the network
-# and the observation, action and gait sections that the robot side had to implement
-CONTRACT_VERSION = 9
+# and the observation, action and gait sections that the robot side had to implement;
+# 10: the height scan (its points, and the graph's input where the policy observes the terrain)
+CONTRACT_VERSION = 10
 MIN_VELOCITY_LIMIT = 0.01  # rad/s; a motor's no-load speed is tens of rad/s, and 1/limit must stay a number
 # The graph's inputs and outputs, by name: what each holds (units, frame) and its size (None:
-# one per joint, "state": the state's size).
-SENSOR_INPUTS: dict[str, tuple[str, int | None]] = {
+# one per joint, "scan": one per height_scan.points).
+SCAN_SIZE = "scan"
+SENSOR_INPUTS: dict[str, tuple[str, int | str | None]] = {
     "joint_pos": ("joint angles, joints.names order (rad)", None),
     "joint_vel": ("joint velocities (rad/s)", None),
     "base_ang_vel": ("base angular velocity, base frame (rad/s), the IMU's gyroscope", 3),
@@ -38,6 +40,12 @@ SENSOR_INPUTS: dict[str, tuple[str, int | None]] = {
     "base_lin_vel": (
         "base linear velocity, base frame (m/s), a state estimator's (an input only of a policy that observes it)",
         3,
+    ),
+    "height_scan": (
+        "the base's height above the ground (m) at each of height_scan.points, (x, y) offsets from the base in m in "
+        "its heading frame (turned with its yaw, level), from a height map (an input only of a policy that observes "
+        "the terrain)",
+        SCAN_SIZE,
     ),
 }
 COMMAND_INPUT = ("command", "commanded vx, vy (m/s, base frame) and yaw rate (rad/s)", 3)
@@ -66,6 +74,8 @@ CONTRACT_SCHEMA: Schema = {
         "min_knee_height": float,
         "knee_bodies": list[str],
     },
+    # (x, y) offsets of the height scan's points, m, base heading frame; empty: a blind policy
+    "height_scan": {"points": list},
     "robot": {"file": str, "model_hash": str, "base_body": str, "foot_geoms": list[str], "initial_base_height": float},
     # recorded inputs, states and outputs of the controller, to check a port against
     "reference": {"file": str},
@@ -132,6 +142,18 @@ def _plain(text: str) -> str:
     return text if text.isprintable() and len(text) <= 60 else _shown(text)
 
 
+def _points(values: object) -> np.ndarray:
+    """``height_scan.points`` as an (n, 2) array of finite offsets (m)."""
+    pairs = values if isinstance(values, list) else None
+    if pairs is None or not all(
+        isinstance(p, list) and len(p) == 2 and all(_finite_number(v) for v in p) for p in pairs
+    ):
+        raise PolicyContractError(
+            f"policy.json: height_scan.points must be a list of [x, y] pairs of finite numbers (m), got {_shown(values)}"
+        )
+    return np.asarray(pairs, np.float64).reshape(-1, 2)
+
+
 def _number_list(values: list, size: int, name: str, above: float | None = None) -> np.ndarray:
     """``values`` as ``size`` finite numbers (a bool is not one), each > ``above`` if given."""
     try:
@@ -177,6 +199,7 @@ class Contract:
         self._load_robot(c["robot"], c["joints"], c["termination"])
         self._load_motors(c["motors"])
         self._load_timing(c["timing"])
+        self.scan_points = _points(c["height_scan"]["points"])
         sha256 = c["source"].get("onnx_sha256")
         if not (isinstance(sha256, str) and len(sha256) == 64 and all(ch in "0123456789abcdef" for ch in sha256)):
             raise PolicyContractError(
@@ -322,7 +345,8 @@ class Contract:
         if self.state_size < 1:
             raise PolicyContractError(f"policy.json: controller.state_size must be >= 1, got {self.state_size}")
         n = len(self.dof_ids)
-        expected = {name: n if size is None else size for name, (_, size) in SENSOR_INPUTS.items()}
+        sizes = {None: n, SCAN_SIZE: len(self.scan_points)}
+        expected = {name: sizes.get(size, size) for name, (_, size) in SENSOR_INPUTS.items()}
         expected.update({COMMAND_INPUT[0]: COMMAND_INPUT[2], STATE_INPUT: self.state_size})
         self.inputs: list[str] = []
         for i, entry in enumerate(controller["inputs"]):
@@ -339,6 +363,11 @@ class Contract:
             self.inputs.append(name)
         if self.inputs[-2:] != [COMMAND_INPUT[0], STATE_INPUT]:
             raise PolicyContractError("policy.json: controller.inputs must end with the command and the state")
+        if len(self.scan_points) and "height_scan" not in self.inputs:
+            raise PolicyContractError(
+                f"policy.json: height_scan.points lists {len(self.scan_points)} points, but no controller input reads "
+                "the height scan"
+            )
         if controller["outputs"] != [TARGETS_OUTPUT, NEXT_STATE_OUTPUT]:
             raise PolicyContractError(
                 f"policy.json: controller.outputs must be {[TARGETS_OUTPUT, NEXT_STATE_OUTPUT]}, got "

@@ -54,6 +54,10 @@ SOLREF_STEPS = 2.0  # contact time constant in simulation steps
 MAX_BENCH_DT = 0.005  # s, the coarsest step the bench takes (the default training step)
 SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 IMPRATIO = 100.0
+# The height scan's rays start this far above the base (m), and a point with no ground under it
+# reads as this deep (m)
+SCAN_RAY_START, NO_GROUND = 1.0, 10.0
+DOWN = np.array([0.0, 0.0, -1.0])
 
 
 def stiff_contact(model: mujoco.MjModel, sim_dt: float) -> None:
@@ -107,15 +111,44 @@ class Ground(NamedTuple):
 
 
 def read_sensors(contract: Contract, data: mujoco.MjData) -> dict[str, np.ndarray]:
-    """The controller's sensor inputs from the MuJoCo state (what a robot's encoders, IMU and
-    state estimator give)."""
-    return {
+    """The controller's sensor inputs from the MuJoCo state (what a robot's encoders, IMU, state
+    estimator and height map give)."""
+    readings = {
         "joint_pos": data.qpos[contract.qpos_ids].copy(),
         "joint_vel": data.qvel[contract.dof_ids].copy(),
         "base_ang_vel": data.qvel[3:6].copy(),
         "gravity": to_body(data, GRAVITY),
         "base_lin_vel": to_body(data, data.qvel[0:3]),
     }
+    if len(contract.scan_points):
+        readings["height_scan"] = height_scan(contract.scan_points, data)
+    return readings
+
+
+def height_scan(points: np.ndarray, data: mujoco.MjData) -> np.ndarray:
+    """The base's height above the ground at ``points`` ((n, 2) offsets in the base's heading
+    frame), each by a ray cast down onto the scene's static geometry (welded to the world)
+    through any moving geom (the robot's own), as a height map from a depth sensor gives it. Where no ground lies under a point, the
+    reading is ``NO_GROUND`` m (deeper than the controller looks)."""
+    model = data.model
+    forward = np.zeros(3)
+    mujoco.mju_rotVecQuat(forward, np.array([1.0, 0.0, 0.0]), data.qpos[3:7])
+    cos, sin = forward[:2] / max(float(np.hypot(*forward[:2])), 1e-12)
+    world = data.qpos[:2] + points @ np.array([[cos, -sin], [sin, cos]]).T
+    base_z, hit_geom = data.qpos[2], np.zeros(1, np.int32)
+    heights = np.full(len(points), NO_GROUND)
+    for i, (x, y) in enumerate(world):
+        origin = np.array([x, y, base_z + SCAN_RAY_START])
+        for _ in range(2 * model.ngeom + 1):  # each pass goes through one of the robot's geoms (in, out)
+            distance = mujoco.mj_ray(model, data, origin, DOWN, None, 1, -1, hit_geom)
+            if hit_geom[0] < 0:
+                break
+            ground = origin[2] - distance
+            if model.body_weldid[model.geom_bodyid[hit_geom[0]]] == 0:  # fixed to the world: the ground
+                heights[i] = base_z - ground
+                break
+            origin[2] = ground - 1e-6
+    return heights
 
 
 class Player(Contract):
@@ -241,6 +274,8 @@ class Player(Contract):
             controller_state=np.zeros((steps, self.state_size), np.float32),
             joint_target=np.zeros((steps, len(self.dof_ids)), np.float32),
         )
+        if len(self.scan_points):  # the height map's readings, as the controller got them
+            traj["height_scan"] = np.zeros((steps, len(self.scan_points)))
         self.controller.reset()
         fallen = False
         next_frame = 0.0
@@ -257,6 +292,8 @@ class Player(Contract):
             sensors = read_sensors(self, data)
             for name, level in noise.items():
                 sensors[name] = sensors[name] + level * rng.uniform(-1.0, 1.0, sensors[name].shape)
+            if "height_scan" in traj:
+                traj["height_scan"][k] = sensors["height_scan"]
             traj["controller_state"][k] = self.controller.state
             target = traj["joint_target"][k] = self.controller(sensors, command)
             fallen = fallen or self._fallen(data, ground)

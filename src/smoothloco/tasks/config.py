@@ -187,6 +187,46 @@ class VelocityTrimConfig:
                 raise ValueError(f"velocity_trim.{name} must be >= 0, got {getattr(self, name)}")
 
 
+# A scan wider than a few metres sees nothing a step needs; more points than legged_gym's 187
+# make the observation mostly terrain.
+MAX_SCAN_REACH, MAX_SCAN_POINTS = 3.0, 400  # m, points
+
+
+@dataclass(frozen=True)
+class HeightScanConfig:
+    """Terrain heights around the base that the actor observes, as legged_gym's measured heights:
+    the base's height above the ground at each point of the grid ``x`` x ``y``, offsets in the
+    base's heading frame (turned with the base's yaw, level). Without points the policy is blind
+    to the terrain and feels it through its legs (the default). A deployed controller needs a
+    height map around the robot (a depth camera or lidar and a map): the export lists the points."""
+
+    x: tuple[float, ...] = setting(
+        (), "height scan: forward offsets of the scan points in m, heading frame (nothing = no scan, a blind policy)"
+    )
+    y: tuple[float, ...] = setting((), "height scan: lateral offsets (left positive) of the scan points in m")
+
+    def __post_init__(self) -> None:
+        require_finite("task.height_scan", self)
+        if bool(self.x) != bool(self.y):
+            raise ValueError(
+                f"task.height_scan.x and .y must both list offsets (the scan is their grid) or both be empty (no "
+                f"scan), got x={self.x}, y={self.y}"
+            )
+        if any(abs(v) > MAX_SCAN_REACH for v in self.x + self.y):
+            raise ValueError(
+                f"task.height_scan offsets must be within {MAX_SCAN_REACH:g} m of the base, got x={self.x}, y={self.y}"
+            )
+        if len(self.x) * len(self.y) > MAX_SCAN_POINTS:
+            raise ValueError(
+                f"task.height_scan has {len(self.x)} x {len(self.y)} points; at most {MAX_SCAN_POINTS} are accepted"
+            )
+
+    @property
+    def points(self) -> tuple[tuple[float, float], ...]:
+        """The scan points (x, y) in the heading frame, x-major."""
+        return tuple((x, y) for x in self.x for y in self.y)
+
+
 @dataclass(frozen=True)
 class GaitConfig:
     """A trot clock, and what hangs on it.
@@ -339,6 +379,7 @@ class VelocityTaskConfig:
     commands: CommandConfig = field(default_factory=CommandConfig)
     pushes: PushConfig = field(default_factory=PushConfig)
     gait: GaitConfig = field(default_factory=GaitConfig)
+    height_scan: HeightScanConfig = field(default_factory=HeightScanConfig)
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     reward_weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_REWARD_WEIGHTS))
 

@@ -46,15 +46,23 @@ OBS_LAYOUT: tuple[tuple[str, int, float, float], ...] = (
 )
 # A command (vx, vy, yaw rate) shorter than this asks the robot to stand: all feet down.
 STANDING_COMMAND = 0.1
+# The height scan term: the base's height above the ground at each scan point minus the standing
+# height (0 on flat ground at the target height; a step up reads negative), clipped to ±1 m, as
+# legged_gym's measured heights; ``HeightScanConfig``. Scale and noise level as its.
+HEIGHT_SCAN_TERM, HEIGHT_SCAN_SCALE, HEIGHT_SCAN_NOISE, HEIGHT_SCAN_CLIP = "height_scan", 5.0, 0.1, 1.0
 VELOCITY_TERMS = ("base_lin_vel", "velocity_error_average")  # what a robot without a velocity estimator lacks
 
 Layout = tuple[tuple[str, int, float, float], ...]
 
 
 def full_layout(config: VelocityTaskConfig | None = None) -> Layout:
-    """The terms of ``OBS_LAYOUT`` that ``config``'s task measures (the privileged critic sees all)."""
-    error_average = (config or VelocityTaskConfig()).velocity_error_window > 0
-    return tuple(term for term in OBS_LAYOUT if error_average or term[0] != "velocity_error_average")
+    """The terms of ``OBS_LAYOUT`` that ``config``'s task measures (the privileged critic sees
+    all), then its height scan where it has one."""
+    config = config or VelocityTaskConfig()
+    error_average = config.velocity_error_window > 0
+    layout = tuple(term for term in OBS_LAYOUT if error_average or term[0] != "velocity_error_average")
+    scan = len(config.height_scan.points)
+    return layout + (((HEIGHT_SCAN_TERM, scan, HEIGHT_SCAN_SCALE, HEIGHT_SCAN_NOISE),) if scan else ())
 
 
 def observation_layout(config: VelocityTaskConfig | None = None) -> Layout:
@@ -97,13 +105,15 @@ def standing(command: jax.Array) -> jax.Array:
 class Sensors(NamedTuple):
     """What the robot measures at a control period, SI units: joint angles (rad) and velocities
     (rad/s) in ``RobotSpec.joint_names`` order; the base's angular velocity (rad/s), the unit
-    gravity direction and the base's linear velocity (m/s), all in the base frame."""
+    gravity direction and the base's linear velocity (m/s), all in the base frame; with a height
+    scan, the base's height above the ground at each scan point (m, ``HeightScanConfig``)."""
 
     joint_pos: jax.Array
     joint_vel: jax.Array
     base_ang_vel: jax.Array
     gravity: jax.Array
     base_lin_vel: jax.Array
+    height_scan: jax.Array = np.zeros(0, np.float32)  # no scan: a blind policy
 
 
 class ControllerState(NamedTuple):
@@ -139,6 +149,7 @@ class ControllerConfig:
     trim_freeze: float
     trim_limit: float
     trim_restart: float  # command change (norm, m/s and rad/s) that restarts the trim
+    standing_height: float  # m, the base's height that a flat-ground height scan reads as 0
 
     @classmethod
     def from_task(
@@ -172,6 +183,7 @@ class ControllerConfig:
             trim_freeze=trim.freeze,
             trim_limit=trim.limit,
             trim_restart=trim.restart_tolerance,
+            standing_height=config.base_height_target,
         )
 
     @property
@@ -273,6 +285,7 @@ def measurement(config: ControllerConfig, sensors: Sensors, command: jax.Array, 
         "last_action": state.last_action,
         "gait_clock": clock_observation(config, state.phase, at_rest(config, command, sensors.base_lin_vel)),
         "velocity_error_average": state.error_average,
+        HEIGHT_SCAN_TERM: jnp.clip(sensors.height_scan - config.standing_height, -HEIGHT_SCAN_CLIP, HEIGHT_SCAN_CLIP),
     }
     return jnp.concatenate([terms[name] for name, *_ in config.measured])
 

@@ -20,7 +20,7 @@ from brax.envs.base import Env, State
 from smoothloco.robot import load_robot
 from smoothloco.sim import ContactConfig, Sim, SimState, StepInfo, make_sim, terrain
 from smoothloco.sim import step as sim_step
-from smoothloco.sim.rotation import rotate_inverse
+from smoothloco.sim.rotation import rotate, rotate_inverse
 from smoothloco.tasks import controller, gait
 from smoothloco.tasks.config import VelocityTaskConfig
 from smoothloco.tasks.controller import (
@@ -334,9 +334,9 @@ class VelocityTask(Env):
         privileged = jnp.concatenate([clean * self.controller.observation_scale, extra])
         return {"state": obs, "privileged_state": privileged}, memory
 
-    @staticmethod
-    def sensors(physics: SimState) -> Sensors:
-        """What a robot's sensors read of ``physics`` (base-frame velocities and gravity)."""
+    def sensors(self, physics: SimState) -> Sensors:
+        """What a robot's sensors read of ``physics``: base-frame velocities and gravity, and the
+        height scan where the task has one."""
         quat = physics.q[3:7]
         return Sensors(
             joint_pos=physics.q[7:],
@@ -344,7 +344,19 @@ class VelocityTask(Env):
             base_ang_vel=physics.v[3:6],
             gravity=rotate_inverse(quat, jnp.array([0.0, 0.0, -1.0])),
             base_lin_vel=rotate_inverse(quat, physics.v[:3]),
+            height_scan=self.height_scan(physics),
         )
+
+    def height_scan(self, physics: SimState) -> jax.Array:
+        """The base's height above the ground at each scan point (``HeightScanConfig``), the
+        points turned with the base's heading; (0,) without a scan."""
+        points = np.asarray(self.config.height_scan.points, np.float32).reshape(-1, 2)
+        if not len(points):
+            return jnp.zeros(0, physics.q.dtype)
+        forward = rotate(physics.q[3:7], jnp.array([1.0, 0.0, 0.0]))[:2]
+        cos, sin = forward / jnp.sqrt(jnp.sum(forward**2) + 1e-12)
+        heading = jnp.array([[cos, -sin], [sin, cos]])
+        return physics.q[2] - self.sys.terrain(physics.q[:2] + points @ heading.T)
 
 
 def _resting_contact(physics: SimState) -> StepInfo:
