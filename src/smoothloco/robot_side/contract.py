@@ -142,6 +142,13 @@ def _plain(text: str) -> str:
     return text if text.isprintable() and len(text) <= 60 else _shown(text)
 
 
+def _path(path: Path) -> str:
+    """``path`` as written when printable, else quoted (a file name from policy.json may hold a
+    line break, and a message is one line)."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
 def _points(values: object) -> np.ndarray:
     """``height_scan.points`` as an (n, 2) array of finite offsets (m)."""
     pairs = values if isinstance(values, list) else None
@@ -212,7 +219,7 @@ class Contract:
     def _load_robot(self, robot: dict, joints: dict, termination: dict) -> None:
         xml_file = self.export_dir / robot["file"]
         if not xml_file.is_file():
-            raise PolicyContractError(f"robot model {xml_file} is missing")
+            raise PolicyContractError(f"robot model {_path(xml_file)} is missing")
         raw = xml_file.read_bytes()
         found = hashlib.sha256(raw).hexdigest()[:16]
         if found != robot["model_hash"]:
@@ -335,7 +342,7 @@ class Contract:
     def _load_controller(self, controller: dict, sha256: str) -> None:
         onnx_file = self.export_dir / controller["file"]
         if not onnx_file.is_file():
-            raise PolicyContractError(f"controller graph {onnx_file} is missing")
+            raise PolicyContractError(f"controller graph {_path(onnx_file)} is missing")
         # Required: a garbled graph could otherwise still load and run.
         if hashlib.sha256(onnx_file.read_bytes()).hexdigest() != sha256:
             raise PolicyContractError(
