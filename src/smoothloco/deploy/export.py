@@ -97,8 +97,7 @@ def controller_function(run: LoadedRun, task: VelocityTask) -> tuple[Callable, l
         targets, state = apply(controller.Sensors(**readings), command, state)
         return targets, controller.flatten_state(state)
 
-    per_kind = {None: n, robot_contract.SCAN_SIZE: len(task.config.height_scan.points)}
-    sizes = {name: per_kind.get(size, size) for name, (_, size) in robot_contract.SENSOR_INPUTS.items()}
+    sizes = robot_contract.sensor_sizes(n, len(task.config.height_scan.points))
     names = [*sensors, robot_contract.COMMAND_INPUT[0], robot_contract.STATE_INPUT]
     state_size = sum(controller.state_sizes(config).values())
     return step, names, [*(sizes[s] for s in sensors), robot_contract.COMMAND_INPUT[2], state_size]

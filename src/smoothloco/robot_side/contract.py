@@ -48,6 +48,14 @@ SENSOR_INPUTS: dict[str, tuple[str, int | str | None]] = {
         SCAN_SIZE,
     ),
 }
+
+
+def sensor_sizes(joints: int, scan_points: int) -> dict[str, int]:
+    """Each of ``SENSOR_INPUTS``' size for a robot of ``joints`` joints and a scan of ``scan_points``."""
+    per_kind = {None: joints, SCAN_SIZE: scan_points}
+    return {name: per_kind.get(size, size) for name, (_, size) in SENSOR_INPUTS.items()}
+
+
 COMMAND_INPUT = ("command", "commanded vx, vy (m/s, base frame) and yaw rate (rad/s)", 3)
 STATE_INPUT, TARGETS_OUTPUT, NEXT_STATE_OUTPUT = "state", "joint_targets", "next_state"
 
@@ -149,16 +157,18 @@ def _path(path: Path) -> str:
     return text if text.isprintable() else repr(text)
 
 
+def _is_point(value: object) -> bool:
+    """An [x, y] pair of finite numbers."""
+    return isinstance(value, list) and len(value) == 2 and all(_finite_number(v) for v in value)
+
+
 def _points(values: object) -> np.ndarray:
     """``height_scan.points`` as an (n, 2) array of finite offsets (m)."""
-    pairs = values if isinstance(values, list) else None
-    if pairs is None or not all(
-        isinstance(p, list) and len(p) == 2 and all(_finite_number(v) for v in p) for p in pairs
-    ):
+    if not (isinstance(values, list) and all(_is_point(p) for p in values)):
         raise PolicyContractError(
             f"policy.json: height_scan.points must be a list of [x, y] pairs of finite numbers (m), got {_shown(values)}"
         )
-    return np.asarray(pairs, np.float64).reshape(-1, 2)
+    return np.asarray(values, np.float64).reshape(-1, 2)
 
 
 def _number_list(values: list, size: int, name: str, above: float | None = None) -> np.ndarray:
@@ -352,8 +362,7 @@ class Contract:
         if self.state_size < 1:
             raise PolicyContractError(f"policy.json: controller.state_size must be >= 1, got {self.state_size}")
         n = len(self.dof_ids)
-        sizes = {None: n, SCAN_SIZE: len(self.scan_points)}
-        expected = {name: sizes.get(size, size) for name, (_, size) in SENSOR_INPUTS.items()}
+        expected = sensor_sizes(n, len(self.scan_points))
         expected.update({COMMAND_INPUT[0]: COMMAND_INPUT[2], STATE_INPUT: self.state_size})
         self.inputs: list[str] = []
         for i, entry in enumerate(controller["inputs"]):

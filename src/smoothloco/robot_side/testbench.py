@@ -128,8 +128,9 @@ def read_sensors(contract: Contract, data: mujoco.MjData) -> dict[str, np.ndarra
 def height_scan(points: np.ndarray, data: mujoco.MjData) -> np.ndarray:
     """The base's height above the ground at ``points`` ((n, 2) offsets in the base's heading
     frame), each by a ray cast down onto the scene's static geometry (welded to the world)
-    through any moving geom (the robot's own), as a height map from a depth sensor gives it. Where no ground lies under a point, the
-    reading is ``NO_GROUND`` m (deeper than the controller looks)."""
+    through any moving geom (the robot's own), as a height map from a depth sensor gives it.
+    Where no ground lies under a point, the reading is ``NO_GROUND`` m (deeper than the
+    controller looks)."""
     model = data.model
     forward = np.zeros(3)
     mujoco.mju_rotVecQuat(forward, np.array([1.0, 0.0, 0.0]), data.qpos[3:7])
