@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from smoothloco.sim.terrain import Boxes, Flat, HeightField, Slope, Terrain
+from smoothloco.sim.terrain import Boxes, Flat, HeightField, Slope, StairsCourse, Terrain
 
 HFIELD_NAME = "terrain"
 TERRAIN_BODY = "terrain"  # the static body that holds boxes
@@ -34,6 +34,8 @@ def add_terrain(spec: mujoco.MjSpec, terrain: Terrain, extent: float = 10.0, cel
     floor = planes[0]
     if isinstance(terrain, Flat):
         return
+    if isinstance(terrain, StairsCourse):
+        terrain = terrain.as_boxes()
     if isinstance(terrain, Slope):
         floor.quat = slope_quaternion(terrain)
     elif isinstance(terrain, Boxes):
@@ -61,7 +63,9 @@ def add_terrain(spec: mujoco.MjSpec, terrain: Terrain, extent: float = 10.0, cel
         floor.type, floor.hfieldname = mujoco.mjtGeom.mjGEOM_HFIELD, HFIELD_NAME
         floor.pos, floor.quat = [0.0, 0.0, low], [1.0, 0.0, 0.0, 0.0]
     else:
-        raise TypeError(f"no MuJoCo geoms for terrain {terrain!r}; accepted: Flat, Slope, Boxes or another HeightField")
+        raise TypeError(
+            f"no MuJoCo geoms for terrain {terrain!r}; accepted: Flat, Slope, Boxes, StairsCourse or another HeightField"
+        )
 
 
 def slope_quaternion(slope: Slope) -> list[float]:

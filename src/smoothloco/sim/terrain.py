@@ -8,7 +8,9 @@ Two kinds of terrain share one interface (``Terrain``):
   a plane and to first order for gently curved ground;
 - ``Boxes`` on flat ground (a ``stairs`` is one): the exact distance to the union of the ground
   and the boxes, so a sphere meets a riser face on, and a step's nose edge or corner with the
-  normal from the nearest point of that edge or corner.
+  normal from the nearest point of that edge or corner;
+- a ``StairsCourse``, rows of stair pyramids of growing height for a terrain curriculum, the
+  same surface as its boxes at the cost of four.
 
 Every terrain is a frozen dataclass of plain numbers: hashable, so equal terrains are one
 compiled program, and ``Sim`` holds it as a static field. All functions take one point; batch
@@ -225,19 +227,25 @@ class Boxes:
 
     def distance(self, point: jax.Array) -> tuple[jax.Array, jax.Array]:
         centre, half = self._arrays(point.dtype)
-        distances, normals = jax.vmap(box_distance, in_axes=(None, 0, 0))(point, centre, half)
-        distances = jnp.concatenate([point[2:3], distances])
-        normals = jnp.concatenate([jnp.array([[0.0, 0.0, 1.0]], point.dtype), normals])
-        if self.blend == 0.0:
-            nearest = jnp.argmin(distances)
-            return distances[nearest], normals[nearest]
-        # a soft minimum: within about ``blend`` of two surfaces at once (a tread and the riser
-        # above it) one contact's normal leans out of the corner instead of taking one of them
-        nearest = jnp.min(distances)
-        share = jax.nn.softmax(-(distances - nearest) / self.blend)
-        normal = share @ normals
-        distance = nearest - self.blend * jnp.log(jnp.sum(jnp.exp(-(distances - nearest) / self.blend)))
-        return distance, normal / jnp.linalg.norm(normal)
+        return ground_and_boxes(point, centre, half, self.blend)
+
+
+def ground_and_boxes(point: jax.Array, centre: jax.Array, half: jax.Array, blend: float) -> tuple[jax.Array, jax.Array]:
+    """Signed distance and normal of ``point`` to the union of the ground (z = 0) and boxes
+    (``centre``, ``half``: (k, 3)), concave corners rounded over ``blend`` m (``Boxes``)."""
+    distances, normals = jax.vmap(box_distance, in_axes=(None, 0, 0))(point, centre, half)
+    distances = jnp.concatenate([point[2:3], distances])
+    normals = jnp.concatenate([jnp.array([[0.0, 0.0, 1.0]], point.dtype), normals])
+    if blend == 0.0:
+        nearest = jnp.argmin(distances)
+        return distances[nearest], normals[nearest]
+    # a soft minimum: within about ``blend`` of two surfaces at once (a tread and the riser
+    # above it) one contact's normal leans out of the corner instead of taking one of them
+    nearest = jnp.min(distances)
+    share = jax.nn.softmax(-(distances - nearest) / blend)
+    normal = share @ normals
+    distance = nearest - blend * jnp.log(jnp.sum(jnp.exp(-(distances - nearest) / blend)))
+    return distance, normal / jnp.linalg.norm(normal)
 
 
 def box_distance(point: jax.Array, centre: jax.Array, half: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -293,6 +301,105 @@ def stairs(
     return Boxes(boxes, blend)
 
 
+@dataclass(frozen=True)
+class StairsCourse:
+    """Ground for a terrain curriculum, as legged_gym's: ``levels`` rows of square stair
+    pyramids, row i (x from i x ``tile`` to (i + 1) x ``tile``) with steps (i + 1) / ``levels``
+    x ``rise`` high, ``columns`` pyramids per row along y (centred on y = 0), flat ground
+    between and around them. Each pyramid climbs ``steps`` steps of ``run`` m treads from every
+    side to a square top ``landing`` m wide, at the centre of its tile, where a robot starts
+    (``spawn``): walking away it goes down, reaching the next pyramid it goes up.
+
+    The same surface as ``as_boxes()`` (checked in the tests), at a cost that does not grow
+    with the course: a point meets only its own tile's tread, the two steps below and the riser above.
+    """
+
+    levels: int = 10
+    rise: float = 0.18  # m, the steps of the last level
+    run: float = 0.3  # m
+    steps: int = 5
+    landing: float = 1.5  # m
+    tile: float = 8.0  # m
+    columns: int = 4
+    blend: float = Boxes.blend
+
+    def __post_init__(self) -> None:
+        numbers = (self.rise, self.run, self.landing, self.tile, self.blend)
+        if not (all(math.isfinite(v) for v in numbers) and min(numbers[:4]) > 0 and self.blend >= 0):
+            raise ValueError(f"a stairs course needs rise, run, landing, tile > 0 m and blend >= 0 m, got rise "
+                             f"{self.rise}, run {self.run}, landing {self.landing}, tile {self.tile}, blend {self.blend}")  # fmt: skip
+        if min(self.levels, self.steps, self.columns) < 1:
+            raise ValueError(f"a stairs course needs levels, steps and columns >= 1, got levels {self.levels}, "
+                             f"steps {self.steps}, columns {self.columns}")  # fmt: skip
+        if self.base_half + self.run > 0.5 * self.tile:
+            raise ValueError(f"a stairs course's tile ({self.tile} m) must hold its pyramid ({2 * self.base_half:.2f} m "
+                             f"wide: landing + 2 x (steps - 1) x run) and a run of flat ground on each side")  # fmt: skip
+
+    @property
+    def base_half(self) -> float:
+        """Half the width of a pyramid's lowest step."""
+        return 0.5 * self.landing + (self.steps - 1) * self.run
+
+    def level_rise(self, level: jax.Array) -> jax.Array:
+        """The step height of ``level`` (0 the lowest)."""
+        return self.rise * (level + 1) / self.levels
+
+    def _tile(self, xy: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """The level (row), the tile centre and the Chebyshev distance from it of each ``xy``;
+        points off the course belong to the nearest tile and lie beyond its pyramid."""
+        width = self.columns * self.tile
+        row = jnp.clip(jnp.floor(xy[..., 0] / self.tile), 0, self.levels - 1)
+        column = jnp.clip(jnp.floor((xy[..., 1] + 0.5 * width) / self.tile), 0, self.columns - 1)
+        centre = jnp.stack([(row + 0.5) * self.tile, (column + 0.5) * self.tile - 0.5 * width], axis=-1)
+        return row, centre, jnp.max(jnp.abs(xy - centre), axis=-1)
+
+    def _step_under(self, radius: jax.Array) -> jax.Array:
+        """How many steps up the tread at Chebyshev ``radius`` from a pyramid's centre is."""
+        return jnp.clip(self.steps - jnp.ceil((radius - 0.5 * self.landing) / self.run), 0, self.steps)
+
+    def __call__(self, xy: jax.Array) -> jax.Array:
+        row, _, radius = self._tile(xy)
+        return self._step_under(radius) * self.level_rise(row)
+
+    def distance(self, point: jax.Array) -> tuple[jax.Array, jax.Array]:
+        row, centre, radius = self._tile(point[:2])
+        rise = self.level_rise(row)
+        # the step under the point, the two below (the edge it may lean over; on low steps the
+        # next tread down is still within the blend's reach) and the one above (its riser): step
+        # k is one box from the footing to its tread. Farther steps are more than a tread or
+        # three risers away; a step that does not exist (k < 1, k > steps) is put far below.
+        k = self._step_under(radius) + jnp.array([-2.0, -1.0, 0.0, 1.0], point.dtype)
+        exists = (k >= 1) & (k <= self.steps)
+        half_xy = 0.5 * self.landing + (self.steps - k) * self.run
+        top = jnp.where(exists, k * rise, -1e3)
+        ones = jnp.ones(4, point.dtype)
+        centres = jnp.stack([centre[0] * ones, centre[1] * ones, 0.5 * (top - FOOTING)], -1)
+        halves = jnp.stack([half_xy, half_xy, 0.5 * (top + FOOTING)], -1)
+        halves = jnp.where(exists[:, None], halves, 1.0)  # a far-below box has a positive size
+        return ground_and_boxes(point, centres.astype(point.dtype), halves.astype(point.dtype), self.blend)
+
+    def spawn(self, level: jax.Array, key: jax.Array) -> jax.Array:
+        """A start (x, y) on the top of a pyramid of ``level``, in a random column, within a
+        quarter of the landing of its centre."""
+        column_key, offset_key = jax.random.split(key)
+        column = jax.random.randint(column_key, (), 0, self.columns)
+        centre = jnp.stack([(level + 0.5) * self.tile, (column + 0.5) * self.tile - 0.5 * self.columns * self.tile])
+        return centre + jax.random.uniform(offset_key, (2,), minval=-0.25, maxval=0.25) * self.landing
+
+    def as_boxes(self) -> Boxes:
+        """The whole course as ``Boxes`` (for MuJoCo, and to check ``distance`` against)."""
+        boxes = []
+        for level in range(self.levels):
+            rise = float(self.level_rise(level))
+            for column in range(self.columns):
+                x = (level + 0.5) * self.tile
+                y = (column + 0.5) * self.tile - 0.5 * self.columns * self.tile
+                for k in range(1, self.steps + 1):
+                    half = 0.5 * self.landing + (self.steps - k) * self.run
+                    boxes.append((x, y, 0.5 * (k * rise - FOOTING), half, half, 0.5 * (k * rise + FOOTING)))
+        return Boxes(tuple(boxes), self.blend)
+
+
 def contact_frame(normal: jax.Array) -> jax.Array:
     """The (3, 3) contact frame [normal, tangent1, tangent2]; tangent1 is x projected onto the
     tangent plane, or y for a normal near x (a riser facing x). Friction is isotropic, so the
@@ -307,6 +414,7 @@ def contact_frame(normal: jax.Array) -> jax.Array:
 
 TERRAINS: dict[str, Callable[..., Terrain]] = {
     "flat": Flat, "hills": RollingHills, "slope": Slope, "ramp": Ramp, "stairs": stairs, "rough": RoughGround,
+    "course": StairsCourse,
 }  # fmt: skip
 
 
@@ -314,7 +422,7 @@ def parse_terrain(text: str) -> Terrain:
     """A terrain from ``KIND`` or ``KIND:NAME=VALUE,...`` with the parameters of ``TERRAINS[KIND]``,
     e.g. ``flat``, ``hills:height=0.08``, ``slope:degrees=25,heading=90``, ``ramp:degrees=-10,length=2``,
     ``stairs:rise=0.15,steps=5``,
-    ``rough:height=0.05,seed=3``."""
+    ``rough:height=0.05,seed=3``, ``course:levels=10,rise=0.18``."""
     kind, _, arguments = text.strip().partition(":")
     if kind not in TERRAINS:
         raise ValueError(f"unknown terrain {kind!r} in {text!r}; accepted: {', '.join(TERRAINS)}")
@@ -326,7 +434,7 @@ def parse_terrain(text: str) -> Terrain:
         if not equals or name not in parameters:
             accepted = ", ".join(parameters) or "none"
             raise ValueError(f"terrain {kind!r} takes NAME=VALUE with NAME one of {accepted}, got {item!r}")
-        number = int if name in ("steps", "seed") else float
+        number = int if name in ("steps", "seed", "levels", "columns") else float
         try:
             values[name] = number(value)
         except ValueError:

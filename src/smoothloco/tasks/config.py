@@ -332,7 +332,8 @@ class VelocityTaskConfig:
     # (docs/results.md).
     terrain: str = setting(
         "hills:height=0.08",
-        "ground to train on: KIND or KIND:NAME=VALUE,... with KIND flat, hills, slope, ramp, stairs or rough (e.g. "
+        "ground to train on: KIND or KIND:NAME=VALUE,... with KIND flat, hills, slope, ramp, stairs, rough or course (a "
+        "curriculum: rows of stair pyramids of growing height, each episode on the level the last one earned) (e.g. "
         "flat, hills:height=0.08,wavelength=1.3, slope:degrees=25, stairs:rise=0.15,run=0.3, rough:height=0.05)",
     )
     control_dt: float = setting(0.02, "control period in seconds (a whole number of simulation steps)")

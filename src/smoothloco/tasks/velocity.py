@@ -31,6 +31,9 @@ from smoothloco.tasks.controller import (
 from smoothloco.tasks.rewards import REWARD_TERMS, RewardInputs
 
 TERRAIN_SPAWN = 5.0  # m; off flat ground, each episode starts at a random (x, y) within ±this
+# On a stairs course a run's first episodes start on the lower levels, up to this fraction of
+# them (legged_gym starts on its 5 easiest of 10); later ones where the curriculum sends them.
+CURRICULUM_START = 0.5
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
 
@@ -61,6 +64,7 @@ class VelocityTask(Env):
         # the base and the feet, (x, y) in the base frame at the default pose: a spawn stands
         # clear of the highest ground under any of them
         self._footprint = jnp.asarray(np.vstack([[0.0, 0.0], self.robot.foot_positions()[:, :2]]), jnp.float32)
+        self._course = ground if isinstance(ground, terrain.StairsCourse) else None
 
     # -- Brax Env interface -------------------------------------------------------------
     @property
@@ -87,9 +91,14 @@ class VelocityTask(Env):
         rng, pose_key, command_key, push_key, phase_key = jax.random.split(rng, 5)
         q = jnp.asarray(self.robot.init_qpos(), jnp.float32)
         q = q.at[7:].add(jax.random.uniform(pose_key, (12,), minval=-0.05, maxval=0.05))
-        if self.sys.terrain != terrain.flat:  # start anywhere, at the standing height above the ground
+        level = None
+        if self._course is not None:  # on a pyramid of one of the easier levels
+            level_key, spawn_key = jax.random.split(jax.random.fold_in(rng, 3))
+            level = jax.random.randint(level_key, (), 0, max(1, round(CURRICULUM_START * self._course.levels)))
+            q = self._placed(q, self._course.spawn(level, spawn_key))
+        elif self.sys.terrain != terrain.flat:  # start anywhere, at the standing height above the ground
             xy = jax.random.uniform(jax.random.fold_in(rng, 2), (2,), minval=-TERRAIN_SPAWN, maxval=TERRAIN_SPAWN)
-            q = q.at[:2].set(xy).at[2].add(self._spawn_height(xy))
+            q = self._placed(q, xy)
         physics = SimState(q=q, v=jnp.zeros(q.shape[0] - 1, jnp.float32))
         command, command_countdown = self._sample_command(command_key)
         phase = jax.random.uniform(phase_key) if self.config.gait.frequency > 0 else 0.0
@@ -106,9 +115,13 @@ class VelocityTask(Env):
             "action_delay_steps": self._sample_action_delay(delay_key),
             "controller": controller.initial_state(self.controller, phase),  # the robot-side memory
         }
+        if level is not None:
+            info.update(self._curriculum_start(level, q))
         obs, info["controller"] = self._first_observation(physics, info)
         metrics = {f"reward/{name}": jnp.zeros(()) for name in self._active_terms()}
         metrics.update(lin_vel_error=jnp.zeros(()), yaw_rate_error=jnp.zeros(()))
+        if level is not None:
+            metrics["terrain_level"] = jnp.zeros(())
         return State(physics, obs, jnp.zeros(()), jnp.zeros(()), metrics, info)
 
     def reset_commanded(self, rng: jax.Array, command: jax.Array) -> State:
@@ -118,6 +131,40 @@ class VelocityTask(Env):
         info = {**state.info, "command": command}
         obs, info["controller"] = self._first_observation(state.pipeline_state, info)
         return state.replace(obs=obs, info=info)
+
+    def next_episode(self, ended: State, fresh: State) -> State:
+        """The episode after ``ended`` (one environment's states): ``fresh``, moved on a stairs
+        course to the level ``ended`` earned, as legged_gym's curriculum: one up when the robot
+        walked off its pyramid (half a tile from its start), one down when it covered less than
+        half the distance its commands asked for (or fell short of it), a random level for one
+        that climbs past the last. Trainers call it where they start new episodes."""
+        course = self._course
+        if course is None:
+            return fresh
+        info = ended.info
+        walked = jnp.linalg.norm(ended.pipeline_state.q[:2] - info["spawn_xy"])
+        up = walked > 0.5 * course.tile
+        down = (walked < 0.5 * info["commanded_path"]) & ~up
+        level = info["terrain_level"] + up.astype(jnp.int32) - down.astype(jnp.int32)
+        level_key, spawn_key = jax.random.split(jax.random.fold_in(fresh.info["rng"], 4))
+        level = jnp.where(level >= course.levels, jax.random.randint(level_key, (), 0, course.levels), level)
+        level = jnp.maximum(level, 0)
+        q = self._placed(jnp.asarray(self.robot.init_qpos(), jnp.float32).at[7:].set(fresh.pipeline_state.q[7:]),
+                         course.spawn(level, spawn_key))  # fmt: skip
+        physics = fresh.pipeline_state.replace(q=q)
+        info = {**fresh.info, **self._curriculum_start(level, q)}
+        obs, info["controller"] = self._first_observation(physics, info)
+        return fresh.replace(pipeline_state=physics, obs=obs, info=info)
+
+    def _placed(self, q: jax.Array, xy: jax.Array) -> jax.Array:
+        """``q`` moved to ``xy``, standing at its height above the ground there."""
+        return q.at[:2].set(xy).at[2].add(self._spawn_height(xy))
+
+    @staticmethod
+    def _curriculum_start(level: jax.Array, q: jax.Array) -> dict:
+        """What an episode on a stairs course keeps for its curriculum: its level, where it
+        started and the distance its commands have asked for so far."""
+        return {"terrain_level": jnp.asarray(level, jnp.int32), "spawn_xy": q[:2], "commanded_path": jnp.zeros(())}
 
     def with_training_progress(self, state: State, progress: jax.Array | float) -> State:
         """``state`` (one environment's or a batch's) at ``progress`` through training, 0 at the
@@ -164,6 +211,8 @@ class VelocityTask(Env):
 
         done = self._terminated(physics, contact, rewards_in.gravity)
         info.update(rng=rng, air_time=air_time, joint_target=target, controller=memory)
+        if self._course is not None:
+            info["commanded_path"] = info["commanded_path"] + jnp.linalg.norm(info["command"][:2]) * cfg.control_dt
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
         if kick is not None:
@@ -175,6 +224,8 @@ class VelocityTask(Env):
             lin_vel_error=jnp.linalg.norm(rewards_in.command[:2] - rewards_in.lin_vel[:2]),
             yaw_rate_error=jnp.abs(rewards_in.command[2] - rewards_in.ang_vel[2]),
         )
+        if self._course is not None:  # how far up the curriculum the robots are
+            metrics["terrain_level"] = info["terrain_level"].astype(jnp.float32)
         state = state.replace(pipeline_state=physics, obs=obs, reward=reward, done=done, metrics=metrics, info=info)
         return state, contact
 

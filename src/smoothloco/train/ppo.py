@@ -21,7 +21,7 @@ from brax.training.agents.ppo import networks as ppo_networks
 from flax import linen
 
 from smoothloco.tasks import VelocityTaskConfig, randomize
-from smoothloco.train.shac import make_env, where_done
+from smoothloco.train.shac import make_env, start_episodes
 from smoothloco.validation import require_finite, setting
 
 
@@ -149,7 +149,7 @@ class FullResetWrapper(envs.Wrapper):
         fresh = self.env.reset(keys[:, 1])
         fresh.info.update(reset_key=keys[:, 0], truncation=stepped.info["truncation"])
         kept = fresh.replace(done=stepped.done, reward=stepped.reward, metrics=stepped.metrics)
-        return where_done(stepped.done, kept, stepped)
+        return start_episodes(self.env, stepped.done, stepped, kept)
 
 
 def wrap_for_training(full_reset: bool) -> Callable | None:

@@ -19,6 +19,7 @@ from brax.training.acme import running_statistics, specs
 from brax.training.agents.ppo import networks as ppo_networks
 from flax import serialization
 
+from smoothloco.sim.terrain import StairsCourse
 from smoothloco.tasks import VelocityTask, VelocityTaskConfig
 from smoothloco.train import checkpoint
 from smoothloco.train.networks import Actor, actor_obs, make_policy_factory
@@ -91,6 +92,12 @@ class TrainConfig:
         if self.algo == "ppo" and every and self.ppo.iterations % every:
             # Brax's PPO hands out parameters only between equal epochs.
             raise ValueError(f"ppo.iterations ({self.ppo.iterations}) must be a multiple of run.eval_every ({every})")
+        if self.algo == "ppo" and not self.ppo.full_reset and isinstance(self.task.ground, StairsCourse):
+            # Brax's auto-reset puts an ended episode back where it began: no level would change
+            raise ValueError(
+                f"task.terrain {self.task.terrain!r} is a curriculum, which moves each new episode to the level the "
+                "last one earned: train PPO on it with --ppo.full_reset true"
+            )
         dt = self.task.control_dt  # the evaluation counts whole control steps
         if round(self.run.eval_seconds / dt) <= round(EVAL_SETTLE_SECONDS / dt):
             raise ValueError(

@@ -270,7 +270,7 @@ class SHAC:
         """Fresh episodes where ``done``, at the training's progress; the reset cuts the gradient
         (nothing flows from it)."""
         fresh = self._with_progress(self.env.reset(jax.random.split(key, self.config.num_envs)), progress)
-        return where_done(state.done, fresh, state)
+        return start_episodes(self.env, state.done, state, fresh)
 
     def _fit_critic(self, ts: TrainState, obs, targets: jax.Array, key: jax.Array):
         c = self.config
@@ -377,6 +377,16 @@ def where_done(done: jax.Array, fresh, old):
         return jnp.where(done.reshape((-1,) + (1,) * (kept.ndim - 1)) > 0, new, kept)
 
     return jax.tree.map(pick, fresh, old)
+
+
+def start_episodes(env: envs.Env, done: jax.Array, state: envs.State, fresh: envs.State) -> envs.State:
+    """``fresh`` episodes (a batch, from ``env.reset``) where ``done``, else ``state``; a task
+    with ``next_episode`` (``VelocityTask``'s terrain curriculum) first carries into each
+    fresh episode what the one that ended passes on."""
+    next_episode = getattr(env, "next_episode", None)  # Brax's wrappers hand on the task's
+    if next_episode is not None:
+        fresh = jax.vmap(next_episode)(state, fresh)
+    return where_done(done, fresh, state)
 
 
 def make_env(task: envs.Env, episode_length: int, randomization_fn: Callable | None = None) -> envs.Env:
