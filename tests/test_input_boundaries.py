@@ -362,3 +362,20 @@ def test_the_player_refuses_a_model_that_refers_to_other_files(two_runs, tmp_pat
     (folder / "policy.json").write_text(json.dumps(contract))
     with pytest.raises(PolicyContractError, match="refers to the file 'more.xml', which robot.model_hash does not"):
         Player(folder)
+
+
+def test_a_run_is_compared_on_the_settings_of_the_algorithm_it_trains(tmp_path: Path):
+    """A PPO run is reused whatever SHAC's settings now are (its config records both); a PPO
+    setting that differs is refused by name."""
+    config = compare.run_configs(QUICK, 0, tmp_path)["ppo"]
+    run_dir = Path(config.run.out)
+    run_dir.mkdir(parents=True)
+    saved = config.to_dict()
+    saved["shac"]["actor_lr"] = 0.123
+    (run_dir / "config.json").write_text(json.dumps(saved))
+    check_same_settings(run_dir, config)
+    with pytest.raises(ValueError, match="ppo.learning_rate"):
+        check_same_settings(run_dir, replace(config, ppo=replace(config.ppo, learning_rate=1e-2)))
+    shac = replace(config, algo="shac")
+    with pytest.raises(ValueError, match="algo 'ppo' there, 'shac' asked"):
+        check_same_settings(run_dir, shac)

@@ -208,13 +208,18 @@ def read_config(config_file: Path) -> TrainConfig:
 
 def check_same_settings(run_dir: Path, config: TrainConfig) -> None:
     """Before a run in ``run_dir`` is reused or continued: a one-line ``ValueError`` naming the
-    first setting in which it differs from ``config`` (the folder's own path aside: a run may
-    have been moved), or when its ``config.json`` is not a readable run configuration."""
+    first setting in which it differs from ``config`` (the folder's own path and the settings of
+    the algorithm it does not train aside: a run may have been moved, and a PPO run is the same
+    whatever SHAC's defaults are), or when its ``config.json`` is not a readable run configuration."""
     saved = read_config(run_dir / CONFIG_NAME)
     here = replace(saved, run=replace(saved.run, out=config.run.out)).to_dict()
     if saved.task.ground == config.task.ground:  # one ground written two ways (a default spelled out)
         here["task"]["terrain"] = config.task.terrain
-    differences = _differences(here, config.to_dict())
+    asked = config.to_dict()
+    if saved.algo == config.algo:
+        for unused in set(ALGORITHMS) - {config.algo}:
+            here.pop(unused, None), asked.pop(unused, None)
+    differences = _differences(here, asked)
     if differences:
         key, there, asked = differences[0]
         raise ValueError(
