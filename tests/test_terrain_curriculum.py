@@ -110,25 +110,30 @@ def test_episodes_move_up_and_down_the_course_by_how_far_the_robot_got(course_ta
         np.testing.assert_allclose(q[:2], s.info["spawn_xy"])
         np.testing.assert_allclose(q[2], standing + float(jnp.max(course(q[:2] + task._footprint))), atol=1e-6)
 
-    def ended(level: int, moved: float, asked: float) -> State:
+    def ended(level: int, moved: float, walked: float, asked: float = 3.0, fell: float = 0.0) -> State:
         s = starts[0]
         q = s.pipeline_state.q.at[0].add(moved)
-        info = {**s.info, "terrain_level": jnp.asarray(level, jnp.int32), "commanded_path": jnp.asarray(asked)}
+        info = {**s.info, "terrain_level": jnp.asarray(level, jnp.int32), "walked_path": jnp.asarray(walked),
+                "commanded_path": jnp.asarray(asked), "fell": jnp.asarray(fell)}  # fmt: skip
         return s.replace(pipeline_state=s.pipeline_state.replace(q=q), info=info)
 
     fresh = starts[1]
-    for level, moved, asked, expected in [
-        (1, 2.5, 3.0, 2),  # walked off its pyramid (more than half a 4 m tile): up
-        (2, 0.5, 3.0, 1),  # less than half of what was asked: down
-        (2, 1.0, 1.5, 2),  # enough of what was asked, not off the pyramid: stays
-        (0, 0.1, 3.0, 0),  # no level below the first
+    # the test course's pyramids are 2.2 m wide: 2.5 m from the start is off it, 1 m is not
+    for case, expected in [
+        ((1, 2.5, 3.0), 2),  # left its pyramid, walked what was asked: up
+        ((2, 2.5, 1.4), 1),  # walked less than half of what was asked: down
+        ((2, 1.0, 3.0), 2),  # walked what was asked without leaving its pyramid: stays
+        ((2, 2.5, 2.0), 2),  # left it, but walked only two thirds of what was asked: stays
+        ((2, 2.5, 3.0, 3.0, 1.0), 1),  # fell: down
+        ((0, 0.1, 0.1), 0),  # no level below the first
     ]:
-        after = next_episode(ended(level, moved, asked), fresh)
-        assert int(after.info["terrain_level"]) == expected, (level, moved, asked)
+        after = next_episode(ended(*case), fresh)
+        assert int(after.info["terrain_level"]) == expected, case
         q = np.asarray(after.pipeline_state.q)
         assert expected * course.tile < q[0] < (expected + 1) * course.tile  # on its level's tile
         np.testing.assert_allclose(q[2], standing + 3 * float(course.level_rise(expected)), atol=1e-5)
-        assert float(after.info["commanded_path"]) == 0.0
+        for key in ("commanded_path", "walked_path", "fell"):
+            assert float(after.info[key]) == 0.0
         np.testing.assert_allclose(after.info["spawn_xy"], q[:2])
         # the first observation is of the new place: the scan sees the pyramid's top under the base
         np.testing.assert_allclose(task.height_scan(after.pipeline_state), standing, atol=1e-5)
@@ -137,14 +142,19 @@ def test_episodes_move_up_and_down_the_course_by_how_far_the_robot_got(course_ta
     assert past_the_top <= set(range(4)) and len(past_the_top) > 1  # a random level, as legged_gym
 
 
-def test_steps_count_the_distance_the_commands_ask_for(course_task):
+def test_steps_count_the_paths_asked_for_and_walked(course_task):
     task = course_task
     state = jax.jit(task.reset)(jax.random.PRNGKey(3))
     step = jax.jit(task.step)
-    for _ in range(3):
-        state = step(state, jnp.zeros(task.action_size))
-    speed = float(jnp.linalg.norm(state.info["command"][:2]))
-    np.testing.assert_allclose(state.info["commanded_path"], 3 * speed * task.config.control_dt, rtol=1e-5)
+    speeds = []
+    for action in (0.5, -0.5, 0.5):
+        state = step(state, jnp.full(task.action_size, action))
+        speeds.append(float(jnp.linalg.norm(state.pipeline_state.v[:2])))
+    dt = task.config.control_dt
+    asked = float(jnp.linalg.norm(state.info["command"][:2]))
+    np.testing.assert_allclose(state.info["commanded_path"], 3 * asked * dt, rtol=1e-5)
+    np.testing.assert_allclose(state.info["walked_path"], sum(speeds) * dt, rtol=1e-5)
+    assert sum(speeds) > 0 and float(state.info["fell"]) == float(state.done)
     assert float(state.metrics["terrain_level"]) == float(state.info["terrain_level"])
 
 

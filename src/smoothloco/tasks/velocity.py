@@ -34,6 +34,9 @@ TERRAIN_SPAWN = 5.0  # m; off flat ground, each episode starts at a random (x, y
 # On a stairs course a run's first episodes start on the lower levels, up to this fraction of
 # them (legged_gym starts on its 5 easiest of 10); later ones where the curriculum sends them.
 CURRICULUM_START = 0.5
+# An episode on a stairs course earns the next level when the robot walked at least this share of
+# the path its commands asked for (and left its pyramid), and the level below when under half.
+CURRICULUM_TRACKED = 0.8
 PRIVILEGED_EXTRA = 10  # friction, base mass offset, foot gaps (4), foot contact weights (4)
 
 
@@ -135,16 +138,20 @@ class VelocityTask(Env):
     def next_episode(self, ended: State, fresh: State) -> State:
         """The episode after ``ended`` (one environment's states): ``fresh``, moved on a stairs
         course to the level ``ended`` earned, as legged_gym's curriculum: one up when the robot
-        walked off its pyramid (half a tile from its start), one down when it covered less than
-        half the distance its commands asked for (or fell short of it), a random level for one
-        that climbs past the last. Trainers call it where they start new episodes."""
+        left its pyramid (ended farther from its start than the pyramid's half width) and walked
+        at least ``CURRICULUM_TRACKED`` of the path its commands asked for; one down when it fell
+        or walked less than half of it; a random level for one that climbs past the last.
+        Commands turn the robot (a yaw rate) and change every few seconds, so the path walked,
+        not the distance from the start, is what is compared with the commands. Trainers call it
+        where they start new episodes."""
         course = self._course
         if course is None:
             return fresh
         info = ended.info
-        walked = jnp.linalg.norm(ended.pipeline_state.q[:2] - info["spawn_xy"])
-        up = walked > 0.5 * course.tile
-        down = (walked < 0.5 * info["commanded_path"]) & ~up
+        left = jnp.linalg.norm(ended.pipeline_state.q[:2] - info["spawn_xy"]) > course.base_half
+        walked, asked = info["walked_path"], info["commanded_path"]
+        up = left & (walked >= CURRICULUM_TRACKED * asked) & (info["fell"] == 0)
+        down = (info["fell"] > 0) | (walked < 0.5 * asked)
         level = info["terrain_level"] + up.astype(jnp.int32) - down.astype(jnp.int32)
         level_key, spawn_key = jax.random.split(jax.random.fold_in(fresh.info["rng"], 4))
         level = jnp.where(level >= course.levels, jax.random.randint(level_key, (), 0, course.levels), level)
@@ -163,8 +170,10 @@ class VelocityTask(Env):
     @staticmethod
     def _curriculum_start(level: jax.Array, q: jax.Array) -> dict:
         """What an episode on a stairs course keeps for its curriculum: its level, where it
-        started and the distance its commands have asked for so far."""
-        return {"terrain_level": jnp.asarray(level, jnp.int32), "spawn_xy": q[:2], "commanded_path": jnp.zeros(())}
+        started, the paths its commands asked for and the base walked so far, and whether it fell."""
+        zero = jnp.zeros(())
+        return {"terrain_level": jnp.asarray(level, jnp.int32), "spawn_xy": q[:2], "commanded_path": zero,
+                "walked_path": zero, "fell": zero}  # fmt: skip
 
     def with_training_progress(self, state: State, progress: jax.Array | float) -> State:
         """``state`` (one environment's or a batch's) at ``progress`` through training, 0 at the
@@ -211,8 +220,12 @@ class VelocityTask(Env):
 
         done = self._terminated(physics, contact, rewards_in.gravity)
         info.update(rng=rng, air_time=air_time, joint_target=target, controller=memory)
-        if self._course is not None:
-            info["commanded_path"] = info["commanded_path"] + jnp.linalg.norm(info["command"][:2]) * cfg.control_dt
+        if self._course is not None:  # what the curriculum judges the episode by (next_episode)
+            asked = jnp.linalg.norm(info["command"][:2]) * cfg.control_dt
+            walked = jnp.linalg.norm(physics.v[:2]) * cfg.control_dt
+            info.update(
+                commanded_path=info["commanded_path"] + asked, walked_path=info["walked_path"] + walked, fell=done
+            )
         info = self._update_command(info, command_key)
         physics, info = self._maybe_push(physics, info, push_key, push_dir_key)
         if kick is not None:
