@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import onnxruntime
 import pytest
@@ -402,6 +403,27 @@ def test_play_cli_rejects_bad_input(run_dir: Path, capsys):
     assert "commands must be in time order" in capsys.readouterr().err
     assert main(["export", str(run_dir / "nothing")]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_play_on_a_terrain_walks_and_draws_that_ground(run_dir: Path, tmp_path: Path, monkeypatch):
+    """``play --terrain`` runs the export on MuJoCo's model of that ground (the start stands on
+    it) and hands the renderer the same model; bad terrains and other simulators are refused."""
+    drawn = {}
+    monkeypatch.setattr(
+        "smoothloco.evaluate.play.render_video", lambda clip, out: drawn.setdefault("xml", clip.xml) and None
+    )
+    out = tmp_path / "stairs.mp4"
+    assert (
+        main(["play", str(run_dir), "--seconds", "0.2", "--terrain", "stairs:rise=0.15,start=-0.2", "--out", str(out)])
+        == 0
+    )
+    assert main(["play", str(run_dir), "--seconds", "0.2", "--out", str(tmp_path / "flat.mp4")]) == 0
+    on_stairs, on_flat = np.load(out.with_suffix(".npz")), np.load(tmp_path / "flat.npz")
+    assert on_stairs["base_pos"][0, 2] >= on_flat["base_pos"][0, 2] + 0.15  # standing on the first step
+    model = mujoco.MjModel.from_xml_string(drawn["xml"])
+    assert sum(model.geom(i).name.startswith("terrain_box") for i in range(model.ngeom)) == 4
+    assert main(["play", str(run_dir), "--terrain", "pit"]) == 2
+    assert main(["play", str(run_dir), "--sim", "hard", "--terrain", "stairs"]) == 2
 
 
 def test_play_in_our_simulator_pushes_when_the_player_does(run_dir: Path, tmp_path: Path, monkeypatch):

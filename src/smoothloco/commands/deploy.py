@@ -82,6 +82,12 @@ def add_parser(sub) -> None:
     play_parser.add_argument(
         "--out", metavar="FILE", help="video file (default RUN/play-<sim>.mp4; the trajectory goes beside it as .npz)"
     )
+    play_parser.add_argument(
+        "--terrain",
+        metavar="TERRAIN",
+        help="MuJoCo only: the ground instead of the flat floor, as --task.terrain writes it (e.g. "
+        "'stairs:rise=0.15,run=0.3', 'slope:degrees=25')",
+    )
     play_parser.set_defaults(func=run_play)
 
 
@@ -97,7 +103,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_play(args: argparse.Namespace) -> int:
     try:
-        result = play(args.run, args.sim, args.commands, args.push, args.seconds, args.out)
+        result = play(args.run, args.sim, args.commands, args.push, args.seconds, args.out, args.terrain)
     except (CheckpointError, ExportError, PolicyContractError, ValueError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2

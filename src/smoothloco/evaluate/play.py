@@ -12,9 +12,11 @@ import numpy as np
 
 from smoothloco.deploy.export import EXPORT_DIR, exported
 from smoothloco.deploy.render import Clip, render_video
+from smoothloco.evaluate.terrain_course import ground_of, ground_xml
 from smoothloco.evaluate.transfer import SIMS, Script, rollout_ours
 from smoothloco.robot import load_robot
 from smoothloco.robot_side.testbench import FRAME_RATE, Command, Player, Push
+from smoothloco.sim.terrain import parse_terrain
 from smoothloco.train.runs import load_run
 
 TRAINING_VIDEO_SECONDS = 5.0
@@ -40,15 +42,23 @@ def play(
     pushes: Sequence[Push] = (),
     seconds: float = 10.0,
     out: str | Path | None = None,
+    terrain: str | None = None,
 ) -> PlayResult:
     """Run the policy of ``run_dir`` and write ``out`` (default ``RUN/play-<sim>.mp4``) and a ``.npz``;
-    in MuJoCo ``run_dir`` may also be an export folder."""
+    in MuJoCo ``run_dir`` may also be an export folder, and ``terrain`` (``parse_terrain``'s
+    form, e.g. ``stairs:rise=0.15``) replaces the flat floor."""
     if sim not in SIMS:
         raise ValueError(f"unknown simulator {sim!r}; accepted: {', '.join(SIMS)}")
+    if terrain is not None and sim != "mujoco":
+        raise ValueError(
+            f"a terrain is played in MuJoCo only (--sim mujoco); in {sim} the run's training ground is used"
+        )
+    if terrain is not None:
+        parse_terrain(terrain)  # refused before anything runs, with what is accepted
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir / f"play-{sim}.mp4"
     if sim == "mujoco":
-        trajectory, clip = _play_mujoco(run_dir, commands, pushes, seconds)
+        trajectory, clip = _play_mujoco(run_dir, commands, pushes, seconds, terrain)
     else:
         trajectory, clip = _play_ours(run_dir, sim, commands, pushes, seconds)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +86,7 @@ def caption(sim: str, t: float, command: np.ndarray) -> str:
 
 
 def _play_mujoco(
-    run_dir: Path, commands: Sequence[Command], pushes: Sequence[Push], seconds: float
+    run_dir: Path, commands: Sequence[Command], pushes: Sequence[Push], seconds: float, terrain: str | None
 ) -> tuple[dict, Clip]:
     # An export folder plays alone, whatever became of its run or robot spec.
     export_dir = run_dir if (run_dir / "policy.json").is_file() else exported(run_dir)
@@ -87,8 +97,11 @@ def _play_mujoco(
         qpos.append(data.qpos.copy())
         captions.append(caption("mujoco", data.time, command))
 
-    trajectory = player.run(commands=commands, seconds=seconds, pushes=pushes, frame_callback=grab)
-    xml = (export_dir / player.contract["robot"]["file"]).read_text()
+    # long enough for a walk at up to 1 m/s, as far as any command reaches in time
+    ground, ground_model = (None, None) if terrain is None else (
+        ground_of(player, terrain, length=seconds), ground_xml(player, terrain, length=seconds))  # fmt: skip
+    trajectory = player.run(commands=commands, seconds=seconds, pushes=pushes, frame_callback=grab, ground=ground)
+    xml = ground_model or (export_dir / player.contract["robot"]["file"]).read_text()
     return trajectory, Clip(xml, np.array(qpos), captions, FRAME_RATE)
 
 

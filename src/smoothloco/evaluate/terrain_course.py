@@ -19,8 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from smoothloco.measure import metrics
-from smoothloco.measure.mujoco_terrain import terrain_model
+from smoothloco.measure.mujoco_terrain import terrain_model, terrain_xml
 from smoothloco.robot_side.testbench import Ground, Player
+from smoothloco.sim.terrain import flat as terrain_flat
 from smoothloco.sim.terrain import parse_terrain
 
 COURSE_LENGTH = 6.0  # m: past the default staircase (3.8 m) and ramps (4 m)
@@ -71,12 +72,22 @@ def ground_of(player: Player, terrain_text: str, length: float = COURSE_LENGTH) 
     """The player's robot on ``terrain_text`` (None: flat, the robot's own floor), its height
     fields sampled far enough for the whole walk."""
     terrain = parse_terrain(terrain_text)
-    if terrain == parse_terrain("flat"):
+    if terrain == terrain_flat:
         return None
-    extent = 2.0 * length  # the robot walks on past the goal until the time allowed is up
-    model = terrain_model(player.xml, terrain, extent=extent, cell=CELL)
+    model = terrain_model(player.xml, terrain, **_sampling(length))
     heights = jax.jit(terrain)
     return Ground(model, lambda xy: np.asarray(heights(jnp.asarray(xy, jnp.float32)), np.float64))
+
+
+def ground_xml(player: Player, terrain_text: str, length: float = COURSE_LENGTH) -> str | None:
+    """``ground_of``'s model as MJCF text (None on flat ground), for a video of the walk."""
+    terrain = parse_terrain(terrain_text)
+    return None if terrain == terrain_flat else terrain_xml(player.xml, terrain, **_sampling(length))
+
+
+def _sampling(length: float) -> dict[str, float]:
+    # the robot walks on past the goal until the time allowed is up
+    return {"extent": 2.0 * length, "cell": CELL}
 
 
 def walk_seconds(course: Course, speed: float) -> float:

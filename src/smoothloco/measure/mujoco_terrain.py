@@ -82,6 +82,16 @@ def slope_quaternion(slope: Slope) -> list[float]:
 def terrain_model(xml: str, terrain: Terrain, **sampling: float) -> mujoco.MjModel:
     """The MuJoCo model of ``xml`` (with one floor plane) on ``terrain``; ``sampling``: ``extent``
     and ``cell`` of ``add_terrain``."""
+    return _on_terrain(xml, terrain, sampling).compile()
+
+
+def terrain_xml(xml: str, terrain: Terrain, **sampling: float) -> str:
+    """``terrain_model``'s model as MJCF text (a height field's samples included), for a renderer
+    in another process."""
+    return _on_terrain(xml, terrain, sampling).to_xml()
+
+
+def _on_terrain(xml: str, terrain: Terrain, sampling: dict) -> mujoco.MjSpec:
     spec = mujoco.MjSpec.from_string(xml)
     add_terrain(spec, terrain, **sampling)
-    return spec.compile()
+    return spec
