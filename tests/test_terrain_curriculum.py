@@ -27,6 +27,11 @@ def _points_near_the_stairs(course: StairsCourse, count: int, seed: int = 0) -> 
     return np.stack([x, y, ground + rng.uniform(-0.02, 0.1, count)], 1)
 
 
+def _centre_of(xy: np.ndarray) -> np.ndarray:
+    """The centre of the test course's tile under each point."""
+    return (np.floor(xy / COURSE.tile) + 0.5) * COURSE.tile
+
+
 @pytest.mark.parametrize("course", [COURSE, StairsCourse()])
 def test_course_is_the_surface_of_its_boxes_at_the_cost_of_four(course):
     """Heights, distances and normals of the course (four boxes a point) equal those of the union
@@ -44,16 +49,24 @@ def test_course_is_the_surface_of_its_boxes_at_the_cost_of_four(course):
     assert np.mean(np.asarray(ours[0]) < 0) > 0.05  # some points touch the stairs
 
 
-def test_course_rises_level_by_level_and_spawns_on_its_pyramids_tops():
+def test_course_rises_level_by_level_and_starts_robots_on_its_pyramids_tops_and_at_their_feet():
     for level in range(COURSE.levels):
         rise = COURSE.rise * (level + 1) / COURSE.levels
         centre_x = (level + 0.5) * COURSE.tile
         profile = jnp.array([[centre_x + dx, -2.0] for dx in (0.0, 0.45, 0.55, 0.85, 1.15, 1.5, -1.5, 2.5)])
         # top (landing 1 m), two steps down each side over 0.3 m treads, flat ground around
         np.testing.assert_allclose(COURSE(profile), np.array([3, 3, 2, 1, 0, 0, 0, 0]) * rise, atol=1e-6)
-        spawn = COURSE.spawn(jnp.asarray(level), jax.random.PRNGKey(level))
-        np.testing.assert_allclose(COURSE(spawn), 3 * rise, atol=1e-6)
-        assert level * COURSE.tile < float(spawn[0]) < (level + 1) * COURSE.tile
+        spawns = jax.vmap(COURSE.spawn, in_axes=(None, 0))(
+            jnp.asarray(level), jax.random.split(jax.random.PRNGKey(level), 64)
+        )
+        heights = np.asarray(COURSE(spawns))
+        on_top, at_foot = np.isclose(heights, 3 * rise, atol=1e-6), np.isclose(heights, 0.0)
+        assert np.all(on_top | at_foot) and 16 < on_top.sum() < 48  # about half and half
+        assert np.all((level * COURSE.tile < spawns[:, 0]) & (spawns[:, 0] < (level + 1) * COURSE.tile))
+        # at the foot: on the flat strip beside the pyramid, its lowest step within the strip's width
+        foot = np.asarray(spawns)[at_foot]
+        distance = np.max(np.abs(foot - _centre_of(foot)), axis=1)
+        assert np.all((COURSE.base_half < distance) & (distance < 0.5 * COURSE.tile))
     assert float(COURSE(jnp.array([-3.0, 0.0]))) == 0.0 and float(COURSE(jnp.array([50.0, 9.0]))) == 0.0
 
 
@@ -131,12 +144,19 @@ def test_episodes_move_up_and_down_the_course_by_how_far_the_robot_got(course_ta
         assert int(after.info["terrain_level"]) == expected, case
         q = np.asarray(after.pipeline_state.q)
         assert expected * course.tile < q[0] < (expected + 1) * course.tile  # on its level's tile
-        np.testing.assert_allclose(q[2], standing + 3 * float(course.level_rise(expected)), atol=1e-5)
+        ground = float(jnp.max(course(q[:2] + task._footprint)))  # the top, or a foot on the lowest step
+        assert ground in (
+            0.0,
+            pytest.approx(float(course.level_rise(expected))),
+            pytest.approx(3 * float(course.level_rise(expected))),
+        )
+        np.testing.assert_allclose(q[2], standing + ground, atol=1e-5)
         for key in ("commanded_path", "walked_path", "fell"):
             assert float(after.info[key]) == 0.0
         np.testing.assert_allclose(after.info["spawn_xy"], q[:2])
-        # the first observation is of the new place: the scan sees the pyramid's top under the base
-        np.testing.assert_allclose(task.height_scan(after.pipeline_state), standing, atol=1e-5)
+        # the first observation is of the new place (its height scan), the command the fresh one's
+        first, _ = task._first_observation(after.pipeline_state, after.info)
+        np.testing.assert_allclose(after.obs, first, atol=1e-6)
         np.testing.assert_array_equal(after.info["command"], fresh.info["command"])
     past_the_top = {int(next_episode(ended(3, 2.5, 3.0), starts[k]).info["terrain_level"]) for k in range(8)}
     assert past_the_top <= set(range(4)) and len(past_the_top) > 1  # a random level, as legged_gym

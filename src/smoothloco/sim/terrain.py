@@ -307,8 +307,8 @@ class StairsCourse:
     pyramids, row i (x from i x ``tile`` to (i + 1) x ``tile``) with steps (i + 1) / ``levels``
     x ``rise`` high, ``columns`` pyramids per row along y (centred on y = 0), flat ground
     between and around them. Each pyramid climbs ``steps`` steps of ``run`` m treads from every
-    side to a square top ``landing`` m wide, at the centre of its tile, where a robot starts
-    (``spawn``): walking away it goes down, reaching the next pyramid it goes up.
+    side to a square top ``landing`` m wide, at the centre of its tile; a robot starts on its top
+    or at its foot (``spawn``), so that it meets stairs down and up.
 
     The same surface as ``as_boxes()`` (checked in the tests), at a cost that does not grow
     with the course: a point meets only its own tile's tread, the two steps below and the riser above.
@@ -319,7 +319,9 @@ class StairsCourse:
     run: float = 0.3  # m
     steps: int = 5
     landing: float = 1.5  # m
-    tile: float = 8.0  # m
+    # m: the pyramid (3.9 m wide by default) and a strip of flat ground around it, so that from
+    # the foot of one pyramid most ways lead up it or its neighbour
+    tile: float = 5.0
     columns: int = 4
     blend: float = Boxes.blend
 
@@ -379,12 +381,18 @@ class StairsCourse:
         return ground_and_boxes(point, centres.astype(point.dtype), halves.astype(point.dtype), self.blend)
 
     def spawn(self, level: jax.Array, key: jax.Array) -> jax.Array:
-        """A start (x, y) on the top of a pyramid of ``level``, in a random column, within a
-        quarter of the landing of its centre."""
-        column_key, offset_key = jax.random.split(key)
+        """A start (x, y) at a pyramid of ``level`` in a random column: half the time on its top
+        (within a quarter of the landing from the centre), where every way out leads down its
+        stairs, half the time on the flat ground at its foot (the middle of the strip beside one
+        of its sides), where nearly every way leads up its own stairs or a neighbour's."""
+        column_key, top_key, foot_key, side_key, along_key = jax.random.split(key, 5)
         column = jax.random.randint(column_key, (), 0, self.columns)
         centre = jnp.stack([(level + 0.5) * self.tile, (column + 0.5) * self.tile - 0.5 * self.columns * self.tile])
-        return centre + jax.random.uniform(offset_key, (2,), minval=-0.25, maxval=0.25) * self.landing
+        top = centre + jax.random.uniform(top_key, (2,), minval=-0.25, maxval=0.25) * self.landing
+        normal = jnp.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])[jax.random.randint(side_key, (), 0, 4)]
+        along = jax.random.uniform(along_key, minval=-1.0, maxval=1.0) * self.base_half
+        foot = centre + 0.5 * (self.base_half + 0.5 * self.tile) * normal + along * jnp.stack([-normal[1], normal[0]])
+        return jnp.where(jax.random.bernoulli(foot_key), foot, top)
 
     def as_boxes(self) -> Boxes:
         """The whole course as ``Boxes`` (for MuJoCo, and to check ``distance`` against)."""
