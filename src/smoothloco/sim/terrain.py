@@ -346,13 +346,22 @@ class StairsCourse:
         """The step height of ``level`` (0 the lowest)."""
         return self.rise * (level + 1) / self.levels
 
+    def _centre(self, row, column) -> tuple:
+        """The (x, y) centre of the tile of ``row`` (the level) and ``column``."""
+        return (row + 0.5) * self.tile, (column + 0.5) * self.tile - 0.5 * self.columns * self.tile
+
+    def _step(self, k, rise) -> tuple:
+        """Step ``k`` (1 the lowest) of a pyramid of ``rise`` m steps as one box from the footing to
+        its tread: its half width, and its centre's height and half height."""
+        top = k * rise
+        return 0.5 * self.landing + (self.steps - k) * self.run, 0.5 * (top - FOOTING), 0.5 * (top + FOOTING)
+
     def _tile(self, xy: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """The level (row), the tile centre and the Chebyshev distance from it of each ``xy``;
         points off the course belong to the nearest tile and lie beyond its pyramid."""
-        width = self.columns * self.tile
         row = jnp.clip(jnp.floor(xy[..., 0] / self.tile), 0, self.levels - 1)
-        column = jnp.clip(jnp.floor((xy[..., 1] + 0.5 * width) / self.tile), 0, self.columns - 1)
-        centre = jnp.stack([(row + 0.5) * self.tile, (column + 0.5) * self.tile - 0.5 * width], axis=-1)
+        column = jnp.clip(jnp.floor((xy[..., 1] + 0.5 * self.columns * self.tile) / self.tile), 0, self.columns - 1)
+        centre = jnp.stack(self._centre(row, column), axis=-1)
         return row, centre, jnp.max(jnp.abs(xy - centre), axis=-1)
 
     def _step_under(self, radius: jax.Array) -> jax.Array:
@@ -372,12 +381,12 @@ class StairsCourse:
         # three risers away; a step that does not exist (k < 1, k > steps) is put far below.
         k = self._step_under(radius) + jnp.array([-2.0, -1.0, 0.0, 1.0], point.dtype)
         exists = (k >= 1) & (k <= self.steps)
-        half_xy = 0.5 * self.landing + (self.steps - k) * self.run
-        top = jnp.where(exists, k * rise, -1e3)
+        half_xy, z, half_z = self._step(k, rise)
+        z = jnp.where(exists, z, -500.0)
         ones = jnp.ones(4, point.dtype)
-        centres = jnp.stack([centre[0] * ones, centre[1] * ones, 0.5 * (top - FOOTING)], -1)
-        halves = jnp.stack([half_xy, half_xy, 0.5 * (top + FOOTING)], -1)
-        halves = jnp.where(exists[:, None], halves, 1.0)  # a far-below box has a positive size
+        centres = jnp.stack([centre[0] * ones, centre[1] * ones, z], -1)
+        halves = jnp.stack([half_xy, half_xy, half_z], -1)
+        halves = jnp.where(exists[:, None], halves, 1.0)  # a unit box 500 m below
         return ground_and_boxes(point, centres.astype(point.dtype), halves.astype(point.dtype), self.blend)
 
     def spawn(self, level: jax.Array, key: jax.Array) -> jax.Array:
@@ -386,8 +395,7 @@ class StairsCourse:
         stairs, half the time on the flat ground at its foot (the middle of the strip beside one
         of its sides), where nearly every way leads up its own stairs or a neighbour's."""
         column_key, top_key, foot_key, side_key, along_key = jax.random.split(key, 5)
-        column = jax.random.randint(column_key, (), 0, self.columns)
-        centre = jnp.stack([(level + 0.5) * self.tile, (column + 0.5) * self.tile - 0.5 * self.columns * self.tile])
+        centre = jnp.stack(self._centre(level, jax.random.randint(column_key, (), 0, self.columns)))
         top = centre + jax.random.uniform(top_key, (2,), minval=-0.25, maxval=0.25) * self.landing
         normal = jnp.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])[jax.random.randint(side_key, (), 0, 4)]
         along = jax.random.uniform(along_key, minval=-1.0, maxval=1.0) * self.base_half
@@ -400,11 +408,10 @@ class StairsCourse:
         for level in range(self.levels):
             rise = float(self.level_rise(level))
             for column in range(self.columns):
-                x = (level + 0.5) * self.tile
-                y = (column + 0.5) * self.tile - 0.5 * self.columns * self.tile
+                x, y = self._centre(level, column)
                 for k in range(1, self.steps + 1):
-                    half = 0.5 * self.landing + (self.steps - k) * self.run
-                    boxes.append((x, y, 0.5 * (k * rise - FOOTING), half, half, 0.5 * (k * rise + FOOTING)))
+                    half, z, half_z = self._step(k, rise)
+                    boxes.append((x, y, z, half, half, half_z))
         return Boxes(tuple(boxes), self.blend)
 
 

@@ -156,16 +156,15 @@ class VelocityTask(Env):
         level_key, spawn_key = jax.random.split(jax.random.fold_in(fresh.info["rng"], 4))
         level = jnp.where(level >= course.levels, jax.random.randint(level_key, (), 0, course.levels), level)
         level = jnp.maximum(level, 0)
-        q = self._placed(jnp.asarray(self.robot.init_qpos(), jnp.float32).at[7:].set(fresh.pipeline_state.q[7:]),
-                         course.spawn(level, spawn_key))  # fmt: skip
+        q = self._placed(fresh.pipeline_state.q, course.spawn(level, spawn_key))
         physics = fresh.pipeline_state.replace(q=q)
         info = {**fresh.info, **self._curriculum_start(level, q)}
         obs, info["controller"] = self._first_observation(physics, info)
         return fresh.replace(pipeline_state=physics, obs=obs, info=info)
 
     def _placed(self, q: jax.Array, xy: jax.Array) -> jax.Array:
-        """``q`` moved to ``xy``, standing at its height above the ground there."""
-        return q.at[:2].set(xy).at[2].add(self._spawn_height(xy))
+        """``q`` moved to ``xy``, standing at the robot's height above the ground there."""
+        return q.at[:2].set(xy).at[2].set(float(self.robot.init_qpos()[2]) + self._spawn_height(xy))
 
     @staticmethod
     def _curriculum_start(level: jax.Array, q: jax.Array) -> dict:

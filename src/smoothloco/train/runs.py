@@ -218,7 +218,8 @@ def check_same_settings(run_dir: Path, config: TrainConfig) -> None:
     asked = config.to_dict()
     if saved.algo == config.algo:
         for unused in set(ALGORITHMS) - {config.algo}:
-            here.pop(unused, None), asked.pop(unused, None)
+            here.pop(unused, None)
+            asked.pop(unused, None)
     differences = _differences(here, asked)
     if differences:
         key, there, asked = differences[0]
