@@ -12,7 +12,7 @@ import numpy as np
 
 from smoothloco.deploy.export import EXPORT_DIR, exported
 from smoothloco.deploy.render import Clip, render_video
-from smoothloco.evaluate.terrain_course import ground_of, ground_xml
+from smoothloco.evaluate.terrain_course import ground_with_xml
 from smoothloco.evaluate.transfer import SIMS, Script, rollout_ours
 from smoothloco.robot import load_robot
 from smoothloco.robot_side.testbench import FRAME_RATE, Command, Player, Push
@@ -98,10 +98,9 @@ def _play_mujoco(
         captions.append(caption("mujoco", data.time, command))
 
     # long enough for a walk at up to 1 m/s, as far as any command reaches in time
-    ground, ground_model = (None, None) if terrain is None else (
-        ground_of(player, terrain, length=seconds), ground_xml(player, terrain, length=seconds))  # fmt: skip
+    ground, ground_xml = (None, None) if terrain is None else ground_with_xml(player, terrain, length=seconds)
     trajectory = player.run(commands=commands, seconds=seconds, pushes=pushes, frame_callback=grab, ground=ground)
-    xml = ground_model or (export_dir / player.contract["robot"]["file"]).read_text()
+    xml = ground_xml or (export_dir / player.contract["robot"]["file"]).read_text()
     return trajectory, Clip(xml, np.array(qpos), captions, FRAME_RATE)
 
 

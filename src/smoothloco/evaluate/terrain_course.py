@@ -11,18 +11,19 @@ standard evaluation (``measure.metrics``), on the samples before a fall.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 
 from smoothloco.measure import metrics
 from smoothloco.measure.mujoco_terrain import terrain_model, terrain_xml
 from smoothloco.robot_side.testbench import Ground, Player
 from smoothloco.sim.terrain import flat as terrain_flat
-from smoothloco.sim.terrain import parse_terrain
+from smoothloco.sim.terrain import Terrain, parse_terrain
 
 COURSE_LENGTH = 6.0  # m: past the default staircase (3.8 m) and ramps (4 m)
 SPEEDS = (0.5, 0.75, 1.0)  # m/s, one walk per course at each
@@ -74,15 +75,24 @@ def ground_of(player: Player, terrain_text: str, length: float = COURSE_LENGTH) 
     terrain = parse_terrain(terrain_text)
     if terrain == terrain_flat:
         return None
-    model = terrain_model(player.xml, terrain, **_sampling(length))
-    heights = jax.jit(terrain)
-    return Ground(model, lambda xy: np.asarray(heights(jnp.asarray(xy, jnp.float32)), np.float64))
+    return Ground(terrain_model(player.xml, terrain, **_sampling(length)), _heights(terrain))
 
 
-def ground_xml(player: Player, terrain_text: str, length: float = COURSE_LENGTH) -> str | None:
-    """``ground_of``'s model as MJCF text (None on flat ground), for a video of the walk."""
+def ground_with_xml(
+    player: Player, terrain_text: str, length: float = COURSE_LENGTH
+) -> tuple[Ground | None, str | None]:
+    """``ground_of`` and its model as MJCF text, built once, for a video that draws the walk on
+    it; (None, None) on flat ground."""
     terrain = parse_terrain(terrain_text)
-    return None if terrain == terrain_flat else terrain_xml(player.xml, terrain, **_sampling(length))
+    if terrain == terrain_flat:
+        return None, None
+    xml = terrain_xml(player.xml, terrain, **_sampling(length))
+    return Ground(mujoco.MjModel.from_xml_string(xml), _heights(terrain)), xml
+
+
+def _heights(terrain: Terrain) -> Callable[[np.ndarray], np.ndarray]:
+    jitted = jax.jit(terrain)
+    return lambda xy: np.asarray(jitted(jnp.asarray(xy, jnp.float32)), np.float64)
 
 
 def _sampling(length: float) -> dict[str, float]:
