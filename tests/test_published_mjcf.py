@@ -36,14 +36,14 @@ def test_a_published_model_loads_from_any_working_directory(tmp_path: Path, monk
         np.testing.assert_allclose(getattr(model, field), getattr(reference, field), rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(getattr(model, field), getattr(bundled.mj_model(), field), rtol=1e-6, atol=1e-9)
     assert robot.base_height == pytest.approx(bundled.base_height)
-    kept = reference.geom_type != mujoco.mjtGeom.mjGEOM_MESH  # the one visual geom is dropped
-    for field in ("geom_type", "geom_size", "geom_friction", "geom_contype", "geom_conaffinity", "geom_bodyid"):
-        np.testing.assert_allclose(getattr(model, field), getattr(reference, field)[kept], rtol=1e-6, atol=1e-9)
+    for field in ("geom_type", "geom_size", "geom_pos", "geom_quat", "geom_friction", "geom_contype",
+                  "geom_conaffinity", "geom_bodyid", "mesh_vert", "mesh_face"):  # fmt: skip
+        np.testing.assert_allclose(getattr(model, field), getattr(reference, field), rtol=1e-5, atol=1e-6)
     for field in ("timestep", "impratio", "cone", "gravity"):
         np.testing.assert_allclose(getattr(model.opt, field), getattr(reference.opt, field))
     np.testing.assert_allclose(model.actuator_ctrlrange, reference.actuator_ctrlrange)
-    # one self-contained file: the visual mesh is gone, nothing refers to another file
-    assert model.nmesh == 0 and "file=" not in robot.xml and "include" not in robot.xml
+    # one self-contained file: the visual mesh inline, nothing refers to another file
+    assert model.nmesh == 1 and "file=" not in robot.xml and "include" not in robot.xml
     assert main(["robot", "../robot/go2.toml"]) == 0
 
 
@@ -69,17 +69,36 @@ def test_a_missing_included_file_is_named_by_its_path(tmp_path: Path, capsys):
     assert err.count("\n") == 1 and str((tmp_path / "robot.xml").resolve()) in err and "includes 'robot.xml'" in err
 
 
-def test_a_missing_visual_mesh_does_not_matter(tmp_path: Path):
-    """The visual mesh is dropped unread (the base states its inertia)."""
+def test_a_missing_mesh_is_named_by_its_path(tmp_path: Path):
     spec = published(tmp_path)
     (tmp_path / "assets" / "shell.obj").unlink()
-    assert load_spec_file(spec).mj_model().nmesh == 0
-
-
-def test_a_collision_mesh_is_refused_by_name(tmp_path: Path):
-    spec = published(tmp_path, visual='<geom type="mesh" mesh="shell" mass="0"/>')
-    with pytest.raises(RobotSpecError, match="collides with the mesh file 'shell.obj'.*primitive collision shapes"):
+    with pytest.raises(RobotSpecError, match="mesh 'shell'.*is not a file: .*assets/shell.obj"):
         load_spec_file(spec)
+
+
+def test_a_mesh_that_gives_mass_keeps_it_and_a_mesh_that_collides_collides_only_in_mujoco(tmp_path: Path, capsys):
+    """MuJoCo builds the same model from the one text as from the files: the mass and inertia a
+    mesh's volume gives, and its collisions, which training does not have (the check says so)."""
+    spec = published(tmp_path, visual='<geom name="shell" type="mesh" mesh="shell" density="1000"/>')
+    robot_xml = tmp_path / "robot.xml"  # the base's mass and inertia from its geoms: the mesh alone
+    robot_xml.write_text(re.sub(r'<inertial pos="[^"]*" mass="6.921"[^>]*/>', "", robot_xml.read_text(), count=1))
+    reference = mujoco.MjModel.from_xml_path(str(spec.parent / "scene.xml"))
+    model = load_spec_file(spec).mj_model()
+    for field in ("body_mass", "body_inertia", "body_ipos", "body_iquat", "geom_pos", "geom_quat"):
+        np.testing.assert_allclose(getattr(model, field), getattr(reference, field), rtol=1e-5, atol=1e-7)
+    assert model.body_mass[1] == pytest.approx(1000 * 0.1**3 / 6, rel=1e-4)  # the tetrahedron's volume
+    assert main(["robot", str(spec)]) == 0
+    assert "| base: 3 geoms (mesh, box, box) | collide with the ground | never collide |" in capsys.readouterr().out
+
+
+def test_textures_from_image_files_are_left_out_unread_and_built_in_ones_kept(tmp_path: Path):
+    spec = published(tmp_path)
+    robot_xml = tmp_path / "robot.xml"
+    image = '<texture name="skin" type="2d" file="skin.png"/>\n    <material name="skin" texture="skin" rgba="1 0 0 1"/>'
+    robot_xml.write_text(robot_xml.read_text().replace("<asset>", f"<asset>\n    {image}", 1))
+    model = load_spec_file(spec).mj_model()  # no skin.png anywhere
+    assert model.ntex == 1 and model.tex("grid") is not None  # the floor's checker stays
+    np.testing.assert_allclose(model.mat("skin").rgba, [1, 0, 0, 1])
 
 
 def test_a_published_model_exports_and_the_player_loads_it(tmp_path: Path, monkeypatch):
@@ -95,6 +114,7 @@ def test_a_published_model_exports_and_the_player_loads_it(tmp_path: Path, monke
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     Player(out)  # loads the one exported file, hash checked
+    assert mujoco.MjModel.from_xml_path(str(out / "robot.xml")).nmesh == 1  # the visual mesh travels with it
 
 
 def test_a_nested_include_resolves_beside_its_including_file(tmp_path: Path):

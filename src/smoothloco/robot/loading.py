@@ -32,6 +32,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import mujoco
+import numpy as np
 
 from smoothloco.robot.anymal import anymal_c
 from smoothloco.robot.from_model import file_values
@@ -161,13 +162,14 @@ def read_mjcf(mjcf: Path) -> str:
 
     A file that refers to no other file is taken byte for byte (its hash is that of the file).
     One that includes others or names meshes and textures (the way model collections publish a
-    robot: ``scene.xml`` including ``robot.xml``, visual meshes in a ``meshdir``) is read by
-    MuJoCo from its own folder and written out again as one file without the visual elements:
-    MuJoCo's ``discard_visual`` drops the geoms that never collide, the meshes only they use, the
-    materials and textures, and states an inertia it took from a dropped mesh explicitly. What is
-    left is everything the motion depends on, so the model hash of that text covers the top file
-    and every included one, and the export is a single file the player loads anywhere (copying
-    the included files and meshes instead would make the player resolve and hash a folder).
+    robot: ``scene.xml`` including ``robot.xml``, meshes in a ``meshdir``) is read by MuJoCo from
+    its own folder and written out again as one file: every mesh inline (its vertices and faces
+    as MuJoCo read them, ``_inline_meshes``), textures read from image files left out (their
+    materials keep their colours). So the model hash of that text covers the top file, every
+    included one and every mesh, MuJoCo builds the same model from it (masses and inertias a
+    mesh gave included), videos show the meshes, and the export is a single file the player
+    loads anywhere (copying the included files and meshes instead would make the player resolve
+    and hash a folder).
     """
     try:
         xml = read_text(mjcf, "MJCF model")
@@ -182,19 +184,78 @@ def read_mjcf(mjcf: Path) -> str:
     _check_includes(root, mjcf, mjcf.parent)
     try:
         spec = mujoco.MjSpec.from_file(str(mjcf.resolve()))
-        spec.discard_visual()
+    except ValueError as exc:
+        raise RobotSpecError(f"mjcf: MuJoCo could not load {mjcf}: {' '.join(str(exc).split())}") from None
+    _check_mesh_files(spec, mjcf)
+    _drop_image_textures(spec)
+    try:
+        model = spec.compile()
+        _inline_meshes(spec, model)
+        _explicit_inertias(spec, model)
         flat = spec.to_xml()
     except ValueError as exc:
         raise RobotSpecError(f"mjcf: MuJoCo could not load {mjcf}: {' '.join(str(exc).split())}") from None
     kept = _referenced_files(ElementTree.fromstring(flat))
-    if kept:
+    if kept:  # what is neither a mesh nor a texture (a height field, a skin) is not carried
         element, file = kept[0]
         raise RobotSpecError(
-            f"mjcf: {mjcf.name} collides with the {element} file {shown(file)} (a {element} used by a geom that "
-            "collides); the simulator and the deployed player take primitive collision shapes (sphere, capsule, box, "
-            'cylinder): give that geom contype="0" conaffinity="0" (visual only) and collide with primitives'
+            f"mjcf: {mjcf.name} names the {element} file {shown(file)}; a robot model may read meshes and textures "
+            "from files, nothing else (a terrain belongs to --task.terrain, not to the robot's model)"
         )
     return flat
+
+
+def _check_mesh_files(spec: mujoco.MjSpec, mjcf: Path) -> None:
+    """A missing mesh named by the path it was looked for at: its ``meshdir`` under the model's
+    folder (MuJoCo's own message names the model's folder instead)."""
+    folder = Path(spec.modelfiledir or mjcf.resolve().parent)
+    for mesh in spec.meshes:
+        path = Path(mesh.file)  # MuJoCo makes a file it did not find absolute, under the model's folder
+        name = path.relative_to(folder) if path.is_relative_to(folder) else path
+        candidates = [folder / spec.meshdir / name, folder / name]
+        if mesh.file and not any(candidate.is_file() for candidate in candidates):
+            raise RobotSpecError(
+                f"mjcf: {mjcf.name}: mesh {shown(mesh.name or str(name))} reads {shown(str(name))}, which is not a "
+                f"file: {candidates[0].resolve()}"
+            )
+
+
+def _inline_meshes(spec: mujoco.MjSpec, model: mujoco.MjModel) -> None:
+    """Every mesh of ``spec`` given by its vertices and faces instead of its file. ``model`` is
+    ``spec`` compiled: MuJoCo stores a mesh moved to its centre of mass and turned to its
+    principal axes (``mesh_pos``, ``mesh_quat``), scaled; moved back, the vertices are those of
+    the file, so that compiling them again gives the same mesh, geom frames and inertias."""
+    for index, mesh in enumerate(spec.meshes):
+        first, count = model.mesh_vertadr[index], model.mesh_vertnum[index]
+        vertices = np.asarray(model.mesh_vert[first : first + count], float)
+        rotation = np.zeros(9)
+        mujoco.mju_quat2Mat(rotation, model.mesh_quat[index])
+        vertices = vertices @ rotation.reshape(3, 3).T + model.mesh_pos[index]
+        first_face, faces = model.mesh_faceadr[index], model.mesh_facenum[index]
+        mesh.uservert = vertices.ravel().tolist()
+        mesh.userface = model.mesh_face[first_face : first_face + faces].ravel().tolist()
+        mesh.usernormal, mesh.usertexcoord, mesh.userfacenormal, mesh.userfacetexcoord = [], [], [], []
+        mesh.file, mesh.content_type, mesh.scale = "", "", [1.0, 1.0, 1.0]
+
+
+def _explicit_inertias(spec: mujoco.MjSpec, model: mujoco.MjModel) -> None:
+    """Every body's mass, centre of mass and inertia stated as MuJoCo computed them from the
+    files. MuJoCo's ``to_xml`` leaves a default class's ``mass="0"`` and ``density="0"`` out, so a
+    body whose inertia came from its geoms would otherwise weigh its massless collision shapes."""
+    for body in spec.bodies[1:]:
+        body.mass, body.ipos = model.body_mass[body.id], model.body_ipos[body.id]
+        body.iquat, body.inertia = model.body_iquat[body.id], model.body_inertia[body.id]
+        body.explicitinertial = True
+
+
+def _drop_image_textures(spec: mujoco.MjSpec) -> None:
+    """Textures read from image files, and their use by materials, removed unread; built-in ones
+    (a checkered floor, a gradient sky) stay."""
+    dropped = {texture.name for texture in spec.textures if texture.file or any(texture.cubefiles)}
+    for material in spec.materials:
+        material.textures = ["" if name in dropped else name for name in material.textures]
+    for texture in [t for t in spec.textures if t.name in dropped]:
+        spec.delete(texture)
 
 
 def _referenced_files(root: ElementTree.Element) -> list[tuple[str, str]]:
