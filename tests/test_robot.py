@@ -14,8 +14,9 @@ import pytest
 from smoothloco.commands import main
 from smoothloco.robot import BUNDLED_ROBOTS, RobotSpecError, anymal_c, load_robot, load_spec_file
 from smoothloco.robot.loading import ASSETS
-from smoothloco.sim.check import check_robot
+from smoothloco.sim.check import check_robot, stand_in_mujoco
 from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.tasks.config import robot_size
 from smoothloco.tasks.gait import leg_phase_shifts
 
 
@@ -74,6 +75,31 @@ def test_robot_task_settings_replace_the_defaults():
     assert go2.randomization.friction == (0.3, 1.25) != default.randomization.friction
     assert go2.randomization.action_delay == default.randomization.action_delay  # not in the spec: the default
     assert VelocityTaskConfig.for_robot("anymal_c") == default
+
+
+def test_what_depends_on_size_is_scaled_from_the_reference_robot(user_robot: Path):
+    """A spec without task settings gets the defaults scaled to its robot; its [task] table
+    replaces any of them."""
+    text = user_robot.read_text()
+    user_robot.write_text(text[: text.index("[task]")])
+    load_robot.cache_clear()
+    plain, default = VelocityTaskConfig.for_robot(str(user_robot)), VelocityTaskConfig()
+    size = robot_size(str(user_robot))
+    standing = stand_in_mujoco(load_robot("go2")).height
+    assert size.length == pytest.approx(standing / stand_in_mujoco(load_robot("anymal_c")).height)
+    assert size.mass == pytest.approx(load_robot("go2").mass / load_robot("anymal_c").mass)
+    assert plain.base_height_target == pytest.approx(standing, abs=2e-3)  # ANYmal's 0.52 m is its standing height
+    assert plain.min_base_height == pytest.approx(0.3 * size.length, abs=1e-3)
+    assert plain.ground.height == pytest.approx(0.08 * size.length, abs=1e-3)
+    assert plain.pushes.max_speed == pytest.approx(1.5 * size.length**0.5, abs=1e-3)
+    assert plain.randomization.added_base_mass == pytest.approx((-5 * size.mass, 5 * size.mass), abs=1e-3)
+    shared = ("reward_weights", "commands", "gait", "action_scale", "velocity_error_window", "obs_noise")
+    assert all(getattr(plain, name) == getattr(default, name) for name in shared)
+    assert plain.randomization.friction == default.randomization.friction
+    user_robot.write_text(text[: text.index("[task]")] + "[task]\nbase_height_target = 0.3\n")
+    load_robot.cache_clear()
+    assert VelocityTaskConfig.for_robot(str(user_robot)).base_height_target == 0.3
+    assert VelocityTaskConfig.for_robot(str(user_robot)).min_base_height == plain.min_base_height
 
 
 # -- a user's spec file ------------------------------------------------------------------------

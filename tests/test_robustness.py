@@ -182,3 +182,16 @@ def test_rotor_armature_slows_the_joints_in_mujoco(player: Player):
     assert robustness.CONDITIONS["rotor armature"].imperfections.rotor_armature == pytest.approx(0.05)  # ANYmal
     with pytest.raises(ValueError, match="rotor_armature must be >= 0"):
         player.run(command, seconds=0.1, imperfections=Imperfections(rotor_armature=-0.1))
+
+
+def test_the_suite_scales_pushes_and_bumps_to_the_robot_s_size():
+    """From ANYmal's 1.5 m/s and 5 cm: pushes with the square root of the standing height, bumps
+    with it (the Go2 stands 0.52 of ANYmal's height)."""
+    from smoothloco.tasks import VelocityTaskConfig
+    from smoothloco.tasks.config import robot_size
+
+    assert round(robot_size("go2").length, 2) == 0.52
+    suite = robustness.conditions(VelocityTaskConfig.for_robot("go2"))
+    assert suite["pushes 1.08 m/s"].push_speed == suite["all combined"].push_speed == 1.08
+    assert suite["bumps 2.6 cm"].imperfections.bumps == suite["all combined"].imperfections.bumps == 0.026
+    assert "pushes 1.5 m/s" in robustness.CONDITIONS and "bumps 5 cm" in robustness.CONDITIONS

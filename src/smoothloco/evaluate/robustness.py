@@ -18,9 +18,10 @@ from smoothloco import plotting
 from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summarize
 from smoothloco.measure.scenarios import Scenario, standard_scenarios
 from smoothloco.robot import load_robot
-from smoothloco.robot_side.contract import Contract
-from smoothloco.robot_side.testbench import Imperfections
+from smoothloco.robot_side.testbench import Imperfections, Player, SimulatedRobot
+from smoothloco.sim.check import STANDING_SECONDS, stand_in_mujoco
 from smoothloco.tasks import VelocityTaskConfig
+from smoothloco.tasks.config import REFERENCE_ROBOT, robot_size
 from smoothloco.tasks.controller import OBS_LAYOUT, observation_layout
 
 METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
@@ -52,22 +53,36 @@ def sensor_noise(task: VelocityTaskConfig | None = None, sensors: tuple[str, ...
 def conditions(task: VelocityTaskConfig | None = None) -> dict[str, Condition]:
     """The suite for a policy trained on ``task`` (the default observation without one); the
     motors' torque-speed envelope where its robot states one."""
-    robot = load_robot((task or VelocityTaskConfig()).robot)
-    return suite(sensor_noise(task), robot.torque_limit, robot.kd, robot.velocity_limit is not None)
+    task = task or VelocityTaskConfig()
+    robot = load_robot(task.robot)
+    length = robot_size(task.robot).length
+    return suite(sensor_noise(task), robot.torque_limit, robot.kd, robot.velocity_limit is not None, length)
 
 
-def export_conditions(export: Contract) -> dict[str, Condition]:
-    """The suite for an export, from its contract alone (its sensors, drives and motors)."""
+def export_conditions(export: Player) -> dict[str, Condition]:
+    """The suite for an export, from its contract alone (its sensors, drives and motors) and the
+    height its robot stands at on the bench."""
+    standing = SimulatedRobot(export)
+    standing.drive(export.default_pose, STANDING_SECONDS)
+    length = float(standing.data.qpos[2]) / stand_in_mujoco(load_robot(REFERENCE_ROBOT)).height
     return suite(
         sensor_noise(sensors=tuple(export.inputs[:-2])),
         export.torque_limit,
         export.kd,
         export.velocity_limit is not None,
+        length,
     )
 
 
-def suite(noise: dict[str, float], torque_limit: np.ndarray, kd: np.ndarray, envelope: bool) -> dict[str, Condition]:
-    """Every condition, for sensors with ``noise`` and drives of ``torque_limit`` (N·m) and ``kd``."""
+def suite(
+    noise: dict[str, float], torque_limit: np.ndarray, kd: np.ndarray, envelope: bool, length: float = 1.0
+) -> dict[str, Condition]:
+    """Every condition, for sensors with ``noise``, drives of ``torque_limit`` (N·m) and ``kd``,
+    and a robot ``length`` times the reference robot's standing height: the bumps scale with it,
+    the pushes with its square root (as the training's pushes, ``VelocityTaskConfig.scaled``),
+    from ANYmal's 5 cm and 1.5 m/s."""
+    length = round(length, 2)  # the bench's standing height and the task's agree to about 1e-3
+    bumps, push = round(0.05 * length, 3), round(1.5 * length**0.5, 2)
     # A plausible gearbox, not a measured one: Coulomb friction of 2.5 % of the torque limit and
     # viscous damping of half the PD's kd (ANYmal: 2 N·m, 1 N·m·s/rad).
     gearbox_friction, gearbox_damping = 0.025 * float(np.mean(torque_limit)), 0.5 * float(np.mean(kd))
@@ -82,13 +97,13 @@ def suite(noise: dict[str, float], torque_limit: np.ndarray, kd: np.ndarray, env
         "motors at 80 %": Condition(Imperfections(motor_strength=0.8)),
         **({"motor torque-speed envelope": Condition(Imperfections(motor_envelope=True))} if envelope else {}),
         "friction 0.3": Condition(friction=0.3),
-        "bumps 5 cm": Condition(Imperfections(bumps=0.05)),
+        f"bumps {100 * bumps:g} cm": Condition(Imperfections(bumps=bumps)),
         "joint friction and damping": Condition(
             Imperfections(joint_friction=gearbox_friction, joint_damping=gearbox_damping)
         ),
         "rotor armature": Condition(Imperfections(rotor_armature=armature)),
         "MuJoCo default contact": Condition(Imperfections(default_contact=True)),
-        "pushes 1.5 m/s": Condition(push_speed=1.5),
+        f"pushes {push:g} m/s": Condition(push_speed=push),
         "all combined": Condition(
             Imperfections(
                 action_delay=0.020,
@@ -96,13 +111,13 @@ def suite(noise: dict[str, float], torque_limit: np.ndarray, kd: np.ndarray, env
                 motor_strength=0.8,
                 default_contact=True,
                 motor_envelope=envelope,
-                bumps=0.05,
+                bumps=bumps,
                 joint_friction=gearbox_friction,
                 joint_damping=gearbox_damping,
                 rotor_armature=armature,
             ),
             friction=0.4,
-            push_speed=1.5,
+            push_speed=push,
         ),
     }
 

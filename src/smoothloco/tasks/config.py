@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 
 from smoothloco.robot import DEFAULT_ROBOT, check_robot_name, load_robot
 from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
-from smoothloco.sim.terrain import Terrain, parse_terrain
+from smoothloco.sim.check import stand_in_mujoco
+from smoothloco.sim.terrain import RollingHills, Terrain, parse_terrain
 from smoothloco.validation import require_finite, setting, with_settings
 
 Range = tuple[float, float]
 MIN_SIM_DT, MAX_CONTROL_DT = 1e-5, 1.0  # s
+# The robot the task's defaults were tuned on; another robot's task scales from it what depends
+# on size (``VelocityTaskConfig.for_robot``).
+REFERENCE_ROBOT = DEFAULT_ROBOT
+
+
+@dataclass(frozen=True)
+class Size:
+    """A robot's size relative to ``REFERENCE_ROBOT``: standing heights (MuJoCo, under PD at the
+    default pose) and masses."""
+
+    length: float
+    mass: float
+
+
+def robot_size(robot: str) -> Size:
+    spec, reference = load_robot(robot), load_robot(REFERENCE_ROBOT)
+    if spec.model_hash == reference.model_hash:
+        return Size(1.0, 1.0)
+    return Size(stand_in_mujoco(spec).height / stand_in_mujoco(reference).height, spec.mass / reference.mass)
 
 
 def _check_range(name: str, value: Range, lower_bound: float | None = None) -> None:
@@ -434,16 +455,39 @@ class VelocityTaskConfig:
 
     @classmethod
     def for_robot(cls, robot: str) -> VelocityTaskConfig:
-        """The task's defaults with the ``[task]`` settings of ``robot``'s spec applied."""
+        """The task's defaults scaled to ``robot``'s size (``scaled``), then the ``[task]``
+        settings of its spec applied."""
         where = f"robot {robot!r} [task]"
         settings = load_robot(robot).task_defaults
         if "robot" in settings:
             raise ValueError(f"{where}: a robot's spec cannot name another robot (robot = {settings['robot']!r})")
         try:
-            return with_settings(cls(robot=robot), settings, where)
+            return with_settings(cls(robot=robot).scaled(robot_size(robot)), settings, where)
         except (TypeError, ValueError) as exc:  # TypeError: a value of the wrong kind, e.g. text for a number
             message = str(exc)  # an unknown name is already placed; a refused value gets its place
             raise ValueError(message if message.startswith(where) else f"{where}: {message}") from exc
+
+    def scaled(self, size: Size) -> VelocityTaskConfig:
+        """This task for a robot of ``size``: heights (the base's target and fall heights, the
+        hills') scale with its standing height, push speeds with its square root (the same
+        Froude number: a push upsets robots of any size alike), the added base mass with its
+        mass. Everything else (rewards, commands, the gait's swing, the other randomization) is
+        shared by every robot."""
+        if size == Size(1.0, 1.0):
+            return self
+        ground, length = self.ground, size.length
+        terrain = self.terrain
+        if isinstance(ground, RollingHills):
+            terrain = f"hills:height={ground.height * length:.3g},wavelength={ground.wavelength:g}"
+        low, high = self.randomization.added_base_mass
+        return replace(
+            self,
+            base_height_target=round(self.base_height_target * length, 3),
+            min_base_height=round(self.min_base_height * length, 3),
+            terrain=terrain,
+            pushes=replace(self.pushes, max_speed=round(self.pushes.max_speed * math.sqrt(length), 3)),
+            randomization=replace(self.randomization, added_base_mass=(round(low * size.mass, 3), round(high * size.mass, 3))),
+        )
 
     @property
     def trims_command(self) -> bool:
