@@ -93,6 +93,7 @@ def test_what_depends_on_size_is_scaled_from_the_reference_robot(user_robot: Pat
     assert plain.ground.height == pytest.approx(0.08 * size.length, abs=1e-3)
     assert plain.pushes.max_speed == pytest.approx(1.5 * size.length**0.5, abs=1e-3)
     assert plain.randomization.added_base_mass == pytest.approx((-5 * size.mass, 5 * size.mass), abs=1e-3)
+    assert plain.randomization.base_com_offset == pytest.approx(0.05 * size.length, abs=1e-3)
     shared = ("reward_weights", "commands", "gait", "action_scale", "velocity_error_window", "obs_noise")
     assert all(getattr(plain, name) == getattr(default, name) for name in shared)
     assert plain.randomization.friction == default.randomization.friction

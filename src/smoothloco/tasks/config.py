@@ -468,8 +468,8 @@ class VelocityTaskConfig:
             raise ValueError(message if message.startswith(where) else f"{where}: {message}") from exc
 
     def scaled(self, size: Size) -> VelocityTaskConfig:
-        """This task for a robot of ``size``: heights (the base's target and fall heights, the
-        hills') scale with its standing height, push speeds with its square root (the same
+        """This task for a robot of ``size``: lengths (the base's target and fall heights, the
+        hills' height, the base's centre-of-mass offset) scale with its standing height, push speeds with its square root (the same
         Froude number: a push upsets robots of any size alike), the added base mass with its
         mass. Everything else (rewards, commands, the gait's swing, the other randomization) is
         shared by every robot."""
@@ -486,7 +486,11 @@ class VelocityTaskConfig:
             min_base_height=round(self.min_base_height * length, 3),
             terrain=terrain,
             pushes=replace(self.pushes, max_speed=round(self.pushes.max_speed * math.sqrt(length), 3)),
-            randomization=replace(self.randomization, added_base_mass=(round(low * size.mass, 3), round(high * size.mass, 3))),
+            randomization=replace(
+                self.randomization,
+                added_base_mass=(round(low * size.mass, 3), round(high * size.mass, 3)),
+                base_com_offset=round(self.randomization.base_com_offset * length, 3),
+            ),
         )
 
     @property
