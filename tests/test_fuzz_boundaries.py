@@ -159,7 +159,7 @@ def folder_state(folder: Path) -> dict[str, str]:
 # -- robot spec ----------------------------------------------------------------------------------
 SPEC = tomllib.loads((ASSETS / "go2.toml").read_text())
 # a table holding every task setting, so that mutations reach each one
-SPEC_WITH_TASK = {**SPEC, "task": {**json.loads(json.dumps(VelocityTaskConfig().to_dict())), **SPEC["task"]}}
+SPEC_WITH_TASK = {**SPEC, "task": json.loads(json.dumps(VelocityTaskConfig().to_dict()))}
 del SPEC_WITH_TASK["task"]["robot"]
 TOML_VALUES = st.recursive(
     SCALARS,

@@ -68,39 +68,12 @@ def test_stands_in_mujoco_under_pd(name, height):
     assert upright > 0.99
 
 
-def test_robot_task_settings_replace_the_defaults():
+def test_the_bundled_robots_train_with_the_scaled_recipe():
     go2, default = VelocityTaskConfig.for_robot("go2"), VelocityTaskConfig()
-    assert go2.robot == "go2" and go2.min_base_height == 0.15 and go2.base_height_target == 0.27
-    assert go2.randomization.added_base_mass == (-1.0, 2.0)
-    assert go2.randomization.friction == (0.3, 1.25) != default.randomization.friction
-    assert go2.randomization.action_delay == default.randomization.action_delay  # not in the spec: the default
+    assert go2 == replace(default, robot="go2").scaled(robot_size("go2")) and go2.robot == "go2"
+    assert go2.min_base_height == 0.155 and go2.base_height_target == 0.268
+    assert go2.randomization.friction == default.randomization.friction  # shared, not scaled
     assert VelocityTaskConfig.for_robot("anymal_c") == default
-
-
-def test_what_depends_on_size_is_scaled_from_the_reference_robot(user_robot: Path):
-    """A spec without task settings gets the defaults scaled to its robot; its [task] table
-    replaces any of them."""
-    text = user_robot.read_text()
-    user_robot.write_text(text[: text.index("[task]")])
-    load_robot.cache_clear()
-    plain, default = VelocityTaskConfig.for_robot(str(user_robot)), VelocityTaskConfig()
-    size = robot_size(str(user_robot))
-    standing = stand_in_mujoco(load_robot("go2")).height
-    assert size.length == pytest.approx(standing / stand_in_mujoco(load_robot("anymal_c")).height)
-    assert size.mass == pytest.approx(load_robot("go2").mass / load_robot("anymal_c").mass)
-    assert plain.base_height_target == pytest.approx(standing, abs=2e-3)  # ANYmal's 0.52 m is its standing height
-    assert plain.min_base_height == pytest.approx(0.3 * size.length, abs=1e-3)
-    assert plain.ground.height == pytest.approx(0.08 * size.length, abs=1e-3)
-    assert plain.pushes.max_speed == pytest.approx(1.5 * size.length**0.5, abs=1e-3)
-    assert plain.randomization.added_base_mass == pytest.approx((-5 * size.mass, 5 * size.mass), abs=1e-3)
-    assert plain.randomization.base_com_offset == pytest.approx(0.05 * size.length, abs=1e-3)
-    shared = ("reward_weights", "commands", "gait", "action_scale", "velocity_error_window", "obs_noise")
-    assert all(getattr(plain, name) == getattr(default, name) for name in shared)
-    assert plain.randomization.friction == default.randomization.friction
-    user_robot.write_text(text[: text.index("[task]")] + "[task]\nbase_height_target = 0.3\n")
-    load_robot.cache_clear()
-    assert VelocityTaskConfig.for_robot(str(user_robot)).base_height_target == 0.3
-    assert VelocityTaskConfig.for_robot(str(user_robot)).min_base_height == plain.min_base_height
 
 
 # -- a user's spec file ------------------------------------------------------------------------
@@ -121,7 +94,7 @@ def _edit(path: Path, old: str, new: str, count: int = 1) -> None:
 def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
     mine, bundled = load_spec_file(user_robot), load_robot("go2")
     assert mine.model_hash == bundled.model_hash and mine.joint_names == bundled.joint_names
-    assert VelocityTaskConfig.for_robot(str(user_robot)).base_height_target == 0.27
+    assert replace(VelocityTaskConfig.for_robot(str(user_robot)), robot="go2") == VelocityTaskConfig.for_robot("go2")
 
 
 @pytest.mark.parametrize(
@@ -157,8 +130,8 @@ def test_a_spec_file_loads_like_the_bundled_robot(user_robot: Path):
         ("toml", 'knees = ["FL_calf"', 'knees = ["FL_knee"', "knees: no body named 'FL_knee'"),
         ("toml", "0.1, 0.8, -1.5,", "0.1, 0.8, -0.5,", "FL_calf_joint = -0.5 not in [-2.7227, -0.83776]"),
         ("toml", 'mjcf = "go2.xml"', 'mjcf = "robot.xml"', "mjcf: cannot read"),
-        ("toml", "min_base_height = 0.15", "min_base_hight = 0.15", "unknown setting 'min_base_hight'"),
-        ("toml", "[task]", "[task.gait]\nswing_height = -0.06\n[task]", "gait.swing_height must be >= 0"),
+        ("toml", "45.43,\n]\n", "45.43,\n]\n[task]\nmin_base_hight = 0.15\n", "unknown setting 'min_base_hight'"),
+        ("toml", "45.43,\n]\n", "45.43,\n]\n[task.gait]\nswing_height = -0.06\n", "gait.swing_height must be >= 0"),
         (
             "xml",
             'class="foot" type="sphere" size="0.022"',
@@ -219,7 +192,7 @@ def test_a_spec_states_the_motor_envelope_or_leaves_it_out(tmp_path):
     spec = load_robot("go2")
     assert spec.velocity_limit is None and np.array_equal(spec.saturation_torque, spec.torque_limit)
     text = (ASSETS / "go2.toml").read_text().replace('mjcf = "go2.xml"', f'mjcf = "{ASSETS / "go2.xml"}"')
-    top = lambda line: text.replace("[task]", f"{line}\n[task]", 1)  # noqa: E731 (a top-level key)
+    top = lambda line: f"{text}{line}\n"  # noqa: E731 (a top-level key)
     (tmp_path / "with.toml").write_text(top("velocity_limit = 30.1"))
     assert np.allclose(load_spec_file(tmp_path / "with.toml").velocity_limit, 30.1)
     (tmp_path / "half.toml").write_text(top("saturation_torque = 30.0"))

@@ -279,7 +279,8 @@ def test_the_training_ground_is_one_terrain_setting_read_back_from_older_runs():
 
     assert VelocityTaskConfig(terrain="slope:degrees=25").ground == Slope(25.0)
     assert VelocityTaskConfig(terrain=" stairs:rise=0.15,run=0.3 ").ground == stairs(rise=0.15, run=0.3)
-    assert VelocityTaskConfig.for_robot("go2").ground == flat
+    assert VelocityTaskConfig.for_robot("go2").ground == RollingHills(0.0412)  # 8 cm scaled to its height
+    assert VelocityTaskConfig(terrain="flat").ground == flat
     for text, message in [
         ("pit", "task.terrain: unknown terrain 'pit'.*accepted: flat, hills, slope, ramp, stairs, rough"),
         ("slope", "task.terrain: terrain 'slope' needs degrees=VALUE"),

@@ -38,7 +38,7 @@ def test_standard_scenarios_cover_commands_pushes_and_mismatch():
 def test_mismatches_are_the_corners_of_the_robots_training_ranges():
     go2 = VelocityTaskConfig.for_robot("go2")
     corners = training_mismatches(go2.randomization)
-    assert (0.8, -1.0) in corners and (0.8, 2.0) in corners and (0.3, 2.0) in corners  # Go2 trains with -1..2 kg
+    assert (0.8, -1.67) in corners and (0.8, 1.67) in corners and (0.2, 1.67) in corners  # Go2 trains with ±1.67 kg
     assert [s.added_base_mass for s in run_scenarios(go2) if s.kind == "mismatch"] == [m for _, m in corners]
 
 

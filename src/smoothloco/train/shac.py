@@ -55,8 +55,8 @@ class SHACConfig:
     # measured with the trot generator: 1e-3 reached 0.21 m/s in 140 iterations, 2e-3 0.11
     actor_lr: float = setting(2e-3, "actor learning rate (Adam)")
     # A critic that follows the policy faster: on 1.05M steps (results/sample-efficiency/critic),
-    # 2e-3 walked from 0.26M / 0.39M steps and ended at 0.038 / 0.043 m/s (1e-3: 0.33M / 0.39M,
-    # 0.045 / 0.047; 5e-4: 0.52M).
+    # 2e-3 walked from 0.26M / 0.39M / 0.39M steps and ended at 0.043 / 0.038 / 0.050 m/s (1e-3:
+    # 0.33M / 0.39M, 0.045 / 0.047; 5e-4: 0.52M).
     critic_lr: float = setting(2e-3, "critic learning rate (Adam)")
     lr_decay: bool = setting(True, "decay both learning rates linearly to 10 % over the run")
     max_grad_norm: float = setting(1.0, "clip the global norm of each actor and critic gradient at this value")
