@@ -56,6 +56,9 @@ def _edit(path: Path, old: str, new: str) -> Path:
     return path
 
 
+END = "45.43,\n]\n"  # the end of the Go2's spec: a [task] table goes after it
+
+
 @pytest.mark.parametrize(
     "old, new, message",
     [
@@ -68,12 +71,12 @@ def _edit(path: Path, old: str, new: str) -> Path:
         ("kp = 20.0", "kp = true", "kp: expected a number or a list of numbers"),
         ("0.1, 0.8, -1.5,\n", "[0.1, 0.8], -1.5,\n", "default_pose: expected a list of numbers"),
         ("kd = 0.5", "kd = 1e999", "kd: expected one or 12 finite positive numbers"),
-        ("base_height_target = 0.27", "base_height_target = nan", "base_height_target must be finite"),
-        ("base_height_target = 0.27", 'base_height_target = "tall"', "base_height_target: expected a finite number"),
-        ("min_base_height = 0.15", "min_base_height = true", "min_base_height: expected a finite number"),
-        ("min_base_height = 0.15", "min_base_hight = 0.15", "unknown setting 'min_base_hight'"),
-        ("max_speed = 1.0", 'max_speed = "fast"', "pushes.max_speed: expected a finite number"),
-        ("friction = [0.3, 1.25]", "friction = [0.3]", "randomization.friction: expected a list of 2 numbers"),
+        (END, END + "[task]\nbase_height_target = nan\n", "base_height_target must be finite"),
+        (END, END + '[task]\nbase_height_target = "tall"\n', "base_height_target: expected a finite number"),
+        (END, END + "[task]\nmin_base_height = true\n", "min_base_height: expected a finite number"),
+        (END, END + "[task]\nmin_base_hight = 0.15\n", "unknown setting 'min_base_hight'"),
+        (END, END + '[task.pushes]\nmax_speed = "fast"\n', "pushes.max_speed: expected a finite number"),
+        (END, END + "[task.randomization]\nfriction = [0.3]\n", "randomization.friction: expected a list of 2 numbers"),
     ],
 )
 def test_the_robot_check_refuses_what_train_refuses(spec: Path, capsys, old, new, message):
