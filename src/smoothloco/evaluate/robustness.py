@@ -19,9 +19,9 @@ from smoothloco.evaluate.transfer import TrajectoryPlayer, rollout_player, summa
 from smoothloco.measure.scenarios import Scenario, standard_scenarios
 from smoothloco.robot import load_robot
 from smoothloco.robot_side.testbench import Imperfections, Player, SimulatedRobot
-from smoothloco.sim.check import STANDING_SECONDS, stand_in_mujoco
+from smoothloco.sim.check import STANDING_SECONDS
 from smoothloco.tasks import VelocityTaskConfig
-from smoothloco.tasks.config import REFERENCE_ROBOT, robot_size
+from smoothloco.tasks.config import reference_standing_height, robot_size
 from smoothloco.tasks.controller import OBS_LAYOUT, observation_layout
 
 METRICS = ("lin_vel_error", "yaw_rate_error", "fall_rate", "push_survival")
@@ -64,7 +64,7 @@ def export_conditions(export: Player) -> dict[str, Condition]:
     height its robot stands at on the bench."""
     standing = SimulatedRobot(export)
     standing.drive(export.default_pose, STANDING_SECONDS)
-    length = float(standing.data.qpos[2]) / stand_in_mujoco(load_robot(REFERENCE_ROBOT)).height
+    length = float(standing.data.qpos[2]) / reference_standing_height()
     return suite(
         sensor_noise(sensors=tuple(export.inputs[:-2])),
         export.torque_limit,

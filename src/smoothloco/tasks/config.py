@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 
 from smoothloco.robot import DEFAULT_ROBOT, check_robot_name, load_robot
 from smoothloco.sim import CONTACT_MODELS, DEFAULT_SHARPNESS
@@ -27,11 +28,17 @@ class Size:
     mass: float
 
 
+@lru_cache(maxsize=1)
+def reference_standing_height() -> float:
+    """``REFERENCE_ROBOT``'s standing height in MuJoCo, m: what another robot's height is scaled by."""
+    return stand_in_mujoco(load_robot(REFERENCE_ROBOT)).height
+
+
 def robot_size(robot: str) -> Size:
     spec, reference = load_robot(robot), load_robot(REFERENCE_ROBOT)
     if spec.model_hash == reference.model_hash:
         return Size(1.0, 1.0)
-    return Size(stand_in_mujoco(spec).height / stand_in_mujoco(reference).height, spec.mass / reference.mass)
+    return Size(stand_in_mujoco(spec).height / reference_standing_height(), spec.mass / reference.mass)
 
 
 def _check_range(name: str, value: Range, lower_bound: float | None = None) -> None:
