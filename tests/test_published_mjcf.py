@@ -94,7 +94,8 @@ def test_a_mesh_that_gives_mass_keeps_it_and_a_mesh_that_collides_collides_only_
 def test_textures_from_image_files_are_left_out_unread_and_built_in_ones_kept(tmp_path: Path):
     spec = published(tmp_path)
     robot_xml = tmp_path / "robot.xml"
-    image = '<texture name="skin" type="2d" file="skin.png"/>\n    <material name="skin" texture="skin" rgba="1 0 0 1"/>'
+    texture = '<texture name="skin" type="2d" file="skin.png"/>'
+    image = f'{texture}\n    <material name="skin" texture="skin" rgba="1 0 0 1"/>'
     robot_xml.write_text(robot_xml.read_text().replace("<asset>", f"<asset>\n    {image}", 1))
     model = load_spec_file(spec).mj_model()  # no skin.png anywhere
     assert model.ntex == 1 and model.tex("grid") is not None  # the floor's checker stays

@@ -476,10 +476,11 @@ class VelocityTaskConfig:
 
     def scaled(self, size: Size) -> VelocityTaskConfig:
         """This task for a robot of ``size``: lengths (the base's target and fall heights, the
-        hills' height, the base's centre-of-mass offset) scale with its standing height, push speeds with its square root (the same
-        Froude number: a push upsets robots of any size alike), the added base mass with its
-        mass. Everything else (rewards, commands, the gait's swing, the other randomization) is
-        shared by every robot."""
+        hills' height, the base's centre-of-mass offset) scale with its standing height, push
+        speeds with its square root (the same Froude number: a push upsets robots of any size
+        alike), the added base mass with its mass. Everything else (rewards, commands, the gait's
+        swing, the other randomization) is shared by every robot. The reference robot's task is
+        returned as it is, so that its settings (and its runs' saved ones) stay the same text."""
         if size == Size(1.0, 1.0):
             return self
         ground, length = self.ground, size.length
